@@ -1,0 +1,116 @@
+#include "cli/command.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "core/error.hpp"
+
+namespace hsipipe::cli {
+
+std::vector<Command>& registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+
+std::vector<std::string> split_list(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  auto flush = [&] {
+    const auto b = cur.find_first_not_of(" \t"), e = cur.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(cur.substr(b, e - b + 1));
+    cur.clear();
+  };
+  for (char ch : s) {
+    if (ch == sep) flush();
+    else cur.push_back(ch);
+  }
+  flush();
+  return out;
+}
+
+namespace {
+
+void apply_config(const std::string& path, const std::string& command, const po::options_description& desc,
+                  Parsed& out) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot open config file (--config)");
+  po::options_description none;
+  po::parsed_options raw = po::parse_config_file(in, none, /*allow_unregistered=*/true);
+  po::parsed_options mine(&desc);
+  const std::string own = command + ".";
+  for (const auto& opt : raw.options) {
+    const std::string& key = opt.string_key;
+    const auto dot = key.find('.');
+    std::string value = opt.value.empty() ? std::string() : opt.value.front();
+    if (dot == std::string::npos) {  // top level: applies where known
+      if (desc.find_nothrow(key, false)) {
+        po::option o(key, {value});
+        mine.options.push_back(o);
+      }
+      continue;
+    }
+    const std::string section = key.substr(0, dot);
+    const auto last_dot = key.rfind('.');
+    if (key.rfind(own, 0) == 0 && last_dot == own.size() - 1) {
+      const std::string name = key.substr(own.size());
+      if (!desc.find_nothrow(name, false)) {
+        throw ConfigError(path + ": section [" + command + "]: unknown option '" + name + "'");
+      }
+      mine.options.push_back(po::option(name, {value}));
+      continue;
+    }
+    if (last_dot != dot) {  // [scene.NAME] key -> "scene.NAME.key"
+      const std::string sec = key.substr(0, last_dot), field = key.substr(last_dot + 1);
+      auto it = std::find_if(out.sections.begin(), out.sections.end(), [&](auto& p) { return p.first == sec; });
+      if (it == out.sections.end()) {
+        out.sections.emplace_back(sec, std::map<std::string, std::string>{});
+        it = std::prev(out.sections.end());
+      }
+      it->second[field] = value;
+    }
+    (void)section;  // sections of other commands are ignored by design
+  }
+  try {
+    po::store(mine, out.vm);
+  } catch (const po::error& e) {
+    throw ConfigError(path + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+Parsed parse(int argc, char** argv, const std::string& command, const std::string& usage,
+             const po::options_description& desc, const po::positional_options_description* positional) {
+  po::options_description common("Common options");
+  common.add_options()("help,h", "show this help and exit")(
+      "config", po::value<std::string>(), "INI file with options (sections [" + std::string("command") +
+                                              "], [scene.NAME]); command-line values win");
+  po::options_description all;
+  all.add(desc).add(common);
+  Parsed out;
+  try {
+    auto parser = po::command_line_parser(argc - 1, argv + 1).options(all);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), out.vm);
+  } catch (const po::error& e) {
+    throw ConfigError("hsipipe " + command + ": " + e.what() + " (see hsipipe " + command + " --help)");
+  }
+  if (out.vm.count("help")) {
+    std::cout << "Usage: hsipipe " << command << " " << usage << "\n\n" << desc << "\n" << common << "\n";
+    out.help = true;
+    return out;
+  }
+  if (out.vm.count("config")) {
+    out.config_path = out.vm["config"].as<std::string>();
+    apply_config(out.config_path, command, desc, out);
+  }
+  try {
+    po::notify(out.vm);
+  } catch (const po::error& e) {
+    throw ConfigError("hsipipe " + command + ": " + e.what() + (out.config_path.empty() ? "" : " (config " + out.config_path + ")"));
+  }
+  return out;
+}
+
+}  // namespace hsipipe::cli

@@ -1,0 +1,49 @@
+// hsipipe: the command-line entry point. Dispatches `hsipipe <command> ...` to the registered
+// commands and turns typed errors into messages and exit codes.
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <iostream>
+
+#include "cli/command.hpp"
+#include "core/error.hpp"
+#include "core/version.hpp"
+
+namespace {
+
+void print_usage() {
+  auto cmds = hsipipe::cli::registry();
+  std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return std::strcmp(a.name, b.name) < 0; });
+  std::cout << "hsipipe " << hsipipe::kVersion << ": decode hyperspectral scenes once, train k folds on the cache\n\n"
+            << "Usage: hsipipe <command> [options]      (hsipipe <command> --help for its options)\n\nCommands:\n";
+  for (const auto& c : cmds) std::cout << "  " << c.name << std::string(12 - std::min<std::size_t>(11, std::strlen(c.name)), ' ') << c.summary << "\n";
+  std::cout << "\nOptions:\n  -h, --help     this help\n  --version      version and git commit\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::cout << "hsipipe " << hsipipe::kVersion << " (commit " << hsipipe::kGitCommit << ")\n";
+    return 0;
+  }
+  const auto& cmds = hsipipe::cli::registry();
+  const auto it = std::find_if(cmds.begin(), cmds.end(), [&](auto& c) { return !std::strcmp(c.name, argv[1]); });
+  if (it == cmds.end()) {
+    std::cerr << "hsipipe: unknown command '" << argv[1] << "' (hsipipe --help lists them)\n";
+    return 2;
+  }
+  try {
+    return it->run(argc - 1, argv + 1);
+  } catch (const hsipipe::Error& e) {
+    std::cerr << "hsipipe " << it->name << ": error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "hsipipe " << it->name << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,63 @@
+#pragma once
+// core/error: one base Error and one subclass per area. Every user-facing error names the
+// file (or object) and the field it concerns, so a message alone tells the user what to fix.
+#include <stdexcept>
+#include <string>
+
+namespace hsipipe {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+  /// Process exit code the CLI uses for this kind of error.
+  virtual int exit_code() const noexcept { return 1; }
+};
+
+/// Bad command line or configuration value: raised before anything is written.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const noexcept override { return 2; }
+};
+
+/// A file whose content disagrees with its format (truncated, lying header, unknown type...).
+class FormatError : public Error {
+ public:
+  FormatError(const std::string& file, const std::string& field, const std::string& what);
+  const std::string& file() const noexcept { return file_; }
+  const std::string& field() const noexcept { return field_; }
+  int exit_code() const noexcept override { return 3; }
+
+ private:
+  std::string file_, field_;
+};
+
+/// Operating-system I/O failure (open, read, write, rename...), carrying errno's text.
+class IoError : public Error {
+ public:
+  IoError(const std::string& path, const std::string& op, int err);
+  IoError(const std::string& path, const std::string& what);
+  int exit_code() const noexcept override { return 4; }
+};
+
+/// A cache or folds file that does not match what it claims or what it is used with.
+class StaleError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const noexcept override { return 5; }
+};
+
+class MpiError : public Error {
+ public:
+  using Error::Error;
+};
+class H5Error : public Error {
+ public:
+  using Error::Error;
+};
+class NcclError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace hsipipe

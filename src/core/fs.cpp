@@ -1,0 +1,99 @@
+#include "core/fs.hpp"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace hsipipe::fs {
+
+FileStat stat_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw IoError(path, "stat", errno);
+  return {static_cast<std::uint64_t>(st.st_size),
+          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec};
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path, "open", errno ? errno : ENOENT);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw IoError(path, "read", errno);
+  return ss.str();
+}
+
+void write_text_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(tmp, "open", errno);
+  std::size_t off = 0;
+  while (off < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw IoError(tmp, "write", e);
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw IoError(tmp, "fsync/close", e);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw IoError(path, "rename", e);
+  }
+}
+
+namespace {
+std::string existing_parent(std::string p) {
+  std::filesystem::path path = std::filesystem::absolute(p);
+  while (!path.empty() && !std::filesystem::exists(path) && path != path.root_path()) path = path.parent_path();
+  return path.string();
+}
+}  // namespace
+
+std::optional<std::string> network_fs_type(const std::string& path) {
+  struct statfs s {};
+  if (::statfs(existing_parent(path).c_str(), &s) != 0) return std::nullopt;
+  switch (static_cast<unsigned long>(s.f_type)) {
+    case NFS_SUPER_MAGIC: return "nfs";
+    case 0x0bd00bd0UL: return "lustre";
+    case 0x47504653UL: return "gpfs";
+    case V9FS_MAGIC: return "9p";
+    case 0xFF534D42UL: return "cifs";
+    case SMB_SUPER_MAGIC: return "smb";
+    case 0x19830326UL: return "beegfs";
+    case 0x65735546UL: return "fuse";
+    case CEPH_SUPER_MAGIC: return "ceph";
+    default: return std::nullopt;
+  }
+}
+
+std::uint64_t free_bytes(const std::string& path) {
+  struct statfs s {};
+  const std::string p = existing_parent(path);
+  if (::statfs(p.c_str(), &s) != 0) throw IoError(p, "statfs", errno);
+  return static_cast<std::uint64_t>(s.f_bavail) * static_cast<std::uint64_t>(s.f_bsize);
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace hsipipe::fs

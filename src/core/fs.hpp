@@ -1,0 +1,30 @@
+#pragma once
+// core/fs: small filesystem helpers with errors that name the path.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace hsipipe::fs {
+
+struct FileStat {
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;  ///< modification time, ns since the epoch
+};
+FileStat stat_file(const std::string& path);  ///< throws IoError
+
+/// Whole file as a string; throws IoError naming the path.
+std::string read_text(const std::string& path);
+/// Writes via PATH.tmp-<pid> + fsync + rename: readers never see a partial file.
+void write_text_atomic(const std::string& path, const std::string& text);
+
+/// Name of the file-system type when PATH lies on a network/cluster file system (nfs, lustre,
+/// gpfs, 9p, cifs, beegfs, ...), otherwise nullopt.
+std::optional<std::string> network_fs_type(const std::string& path);
+
+/// Free bytes on the file system holding PATH (or its nearest existing parent).
+std::uint64_t free_bytes(const std::string& path);
+
+std::string hostname();
+
+}  // namespace hsipipe::fs

@@ -1,0 +1,92 @@
+#include "dist/mpi.hpp"
+
+#include <utility>
+
+namespace hsipipe::dist {
+
+void check_mpi(int rc, const char* call, const std::source_location& loc) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  int rank = -1, init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  throw MpiError(std::string(call) + " failed at " + loc.file_name() + ":" + std::to_string(loc.line()) +
+                 " on rank " + std::to_string(rank) + ": " + std::string(msg, static_cast<std::size_t>(len)));
+}
+
+Environment::Environment(int* argc, char*** argv) {
+  int init = 0;
+  MPI_Initialized(&init);
+  if (init) {
+    MPI_Query_thread(&provided_);
+  } else {
+    HSIPIPE_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided_));
+    owns_ = true;
+  }
+  if (provided_ < MPI_THREAD_FUNNELED) {
+    throw MpiError("MPI provides thread level " + std::to_string(provided_) +
+                   " but hsipipe needs MPI_THREAD_FUNNELED (loader threads run beside MPI)");
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+Environment::~Environment() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (owns_ && !fin) MPI_Finalize();
+}
+
+Comm::Comm(MPI_Comm parent) {
+  HSIPIPE_MPI(MPI_Comm_dup(parent, &comm_));
+  HSIPIPE_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  HSIPIPE_MPI(MPI_Comm_rank(comm_, &rank_));
+  HSIPIPE_MPI(MPI_Comm_size(comm_, &size_));
+}
+
+Comm::~Comm() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD && !fin) MPI_Comm_free(&comm_);
+}
+
+Comm::Comm(Comm&& o) noexcept
+    : comm_(std::exchange(o.comm_, MPI_COMM_NULL)), rank_(o.rank_), size_(o.size_) {}
+
+Comm& Comm::operator=(Comm&& o) noexcept {
+  if (this != &o) {
+    Comm tmp(std::move(*this));
+    comm_ = std::exchange(o.comm_, MPI_COMM_NULL);
+    rank_ = o.rank_;
+    size_ = o.size_;
+  }
+  return *this;
+}
+
+Comm Comm::split_shared() const {
+  MPI_Comm shared = MPI_COMM_NULL;
+  HSIPIPE_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &shared));
+  Comm out(shared);  // dup sets the error handler
+  MPI_Comm_free(&shared);
+  return out;
+}
+
+void Comm::barrier() const { HSIPIPE_MPI(MPI_Barrier(comm_)); }
+
+std::string Comm::bcast_string(const std::string& s, int root) const {
+  std::uint64_t n = s.size();
+  bcast(&n, 1, root);
+  std::string out = rank_ == root ? s : std::string(n, '\0');
+  if (n) HSIPIPE_MPI(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, comm_));
+  return out;
+}
+
+bool Comm::all_ok(bool ok) const {
+  int v = ok ? 1 : 0;
+  HSIPIPE_MPI(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, comm_));
+  return v == 1;
+}
+
+}  // namespace hsipipe::dist

@@ -1,0 +1,55 @@
+#include "io/scene.hpp"
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.hpp"
+
+namespace hsipipe::io {
+
+SceneSpec SceneSpec::parse(const std::string& text) {
+  SceneSpec spec;
+  spec.path = text;
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return spec;
+  const std::string head = text.substr(0, colon), tail = text.substr(colon + 1);
+  if (tail.rfind("//", 0) == 0) return spec;  // "https://..." with no variable
+  auto lower_ext = [](const std::string& p) {
+    std::string e = std::filesystem::path(p).extension().string();
+    for (auto& ch : e) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return e;
+  };
+  const std::string ext = lower_ext(head);
+  if (ext == ".mat" || ext == ".h5" || ext == ".hdf5" || ext == ".he5" || ext == ".nc" || ext == ".hdf") {
+    spec.path = head;
+    spec.variable = tail;
+  }
+  return spec;
+}
+
+LabelImage read_labels(const SceneSpec& spec) {
+  auto scene = open_scene(spec);
+  if (scene->bands() != 1) {
+    throw FormatError(spec.str(), "bands", "a label raster must have 1 band, this one has " +
+                                               std::to_string(scene->bands()));
+  }
+  LabelImage img;
+  img.rows = scene->rows();
+  img.cols = scene->cols();
+  img.source = spec.str();
+  std::vector<float> buf(img.rows * img.cols);
+  scene->read_rows(0, img.rows, buf.data());
+  img.labels.resize(buf.size());
+  for (std::size_t i = 0; i < buf.size(); ++i) {
+    const float v = buf[i];
+    if (!std::isfinite(v) || v != std::floor(v) || std::fabs(v) > 2.0e9f) {
+      throw FormatError(spec.str(), "label value",
+                        "pixel (row " + std::to_string(i / img.cols) + ", col " + std::to_string(i % img.cols) +
+                            ") holds " + std::to_string(v) + ", not an integer class id");
+    }
+    img.labels[i] = static_cast<std::int32_t>(v);
+  }
+  return img;
+}
+
+}  // namespace hsipipe::io

@@ -1,0 +1,91 @@
+#pragma once
+// io/scene: the one interface every scene format implements (ENVI, MATLAB, GDAL rasters, HDF5).
+// Callers see rows x cols x bands of float32, pixel-major (BIP), decoded a block of rows at a time;
+// interleave, byte order, storage type and file layout stay inside the reader.
+//
+// Thread-safety: read_rows() is const and may be called concurrently on one Scene from several
+// threads (readers use pread/mmap or their own lock). A Scene is rank-local: no MPI here.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace hsipipe::io {
+
+/// Per-band metadata. Vectors are empty when the source does not provide them; when present they
+/// have exactly bands() entries.
+struct BandInfo {
+  std::vector<double> wavelengths;
+  std::vector<double> fwhm;
+  std::string wavelength_units;  ///< as written by the source ("Nanometers", "Micrometers", ...)
+  std::vector<int> bbl;          ///< bad-band list: 1 = good, 0 = bad (ENVI `bbl`)
+  double scale_factor = 1.0;     ///< ENVI `reflectance scale factor`; informational, not applied
+};
+
+/// What the user named: a path (file, ENVI header, URL) plus an optional variable or dataset
+/// (`file.mat:var`, `file.h5:/data`) and, for HDF5 input, the axis order of the stored array.
+struct SceneSpec {
+  std::string path;
+  std::string variable;     ///< empty = the format's default
+  std::string axes = "hwb";  ///< HDF5 input only: hwb | bhw | whb
+
+  /// Parses "PATH[:VAR]". A ':' inside a URL scheme ("https://") or a Windows-free POSIX path is
+  /// handled: the variable is what follows the last ':' when the part before it names an existing
+  /// .mat/.h5/.hdf5/.nc file.
+  static SceneSpec parse(const std::string& text);
+  std::string str() const { return variable.empty() ? path : path + ":" + variable; }
+};
+
+class Scene {
+ public:
+  virtual ~Scene() = default;
+  Scene() = default;
+  Scene(const Scene&) = delete;
+  Scene& operator=(const Scene&) = delete;
+
+  virtual std::size_t rows() const = 0;
+  virtual std::size_t cols() const = 0;
+  virtual std::size_t bands() const = 0;
+  /// Type of the stored samples before decoding to float32.
+  virtual DType source_type() const = 0;
+  virtual const BandInfo& band_info() const = 0;
+  /// ENVI `data ignore value` (or the format's nodata). A pixel is invalid when ANY of its bands
+  /// equals it (or is NaN in a float source): read_rows() then writes NaN into ALL its bands.
+  virtual std::optional<double> ignore_value() const = 0;
+
+  /// Decodes rows [r0, r1) into `out`, which holds (r1 - r0) * cols() * bands() floats, BIP order:
+  /// out[((r - r0) * cols() + c) * bands() + b]. Reads only the bytes those rows need.
+  /// Throws FormatError/IoError naming the file on short reads or corrupt blocks.
+  virtual void read_rows(std::size_t r0, std::size_t r1, float* out) const = 0;
+
+  /// Format name for `info` ("ENVI", "MATLAB v5", "GTiff", "HDF5", ...).
+  virtual std::string format() const = 0;
+  /// Human-readable storage details for `info`: interleave, byte order, compression, tiling.
+  virtual std::vector<std::pair<std::string, std::string>> details() const { return {}; }
+  /// Files (or URLs) whose bytes this scene reads: the manifest records and hashes them.
+  virtual std::vector<std::string> source_files() const = 0;
+  /// Bytes read from storage so far by this object (all threads), for decode summaries.
+  virtual std::uint64_t bytes_read() const { return 0; }
+};
+
+/// Opens any supported scene: dispatches on the path (".hdr", ENVI data files next to a header,
+/// ".mat", ".h5/.hdf5", otherwise GDAL when built with it). Throws FormatError/IoError/ConfigError.
+std::unique_ptr<Scene> open_scene(const SceneSpec& spec);
+
+/// An integer label raster (H x W), row-major. `unlabeled` marks pixels that are not samples.
+struct LabelImage {
+  std::size_t rows = 0, cols = 0;
+  std::vector<std::int32_t> labels;  ///< rows * cols, row-major
+  std::string source;
+  std::int32_t at(std::size_t r, std::size_t c) const { return labels[r * cols + c]; }
+};
+
+/// Reads a label raster in any scene format (must have one band and integral values);
+/// throws FormatError naming the file when a value is not an integer or there is more than one band.
+LabelImage read_labels(const SceneSpec& spec);
+
+}  // namespace hsipipe::io
