@@ -1,0 +1,38 @@
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "io/readers.hpp"
+
+namespace hsipipe::io {
+
+namespace {
+std::string lower_ext(const std::string& p) {
+  std::string e = std::filesystem::path(p).extension().string();
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return e;
+}
+bool is_remote(const std::string& p) {
+  return p.rfind("http://", 0) == 0 || p.rfind("https://", 0) == 0 || p.rfind("s3://", 0) == 0 ||
+         p.rfind("/vsi", 0) == 0;
+}
+}  // namespace
+
+std::unique_ptr<Scene> open_scene(const SceneSpec& spec) {
+  if (spec.path.empty()) throw ConfigError("scene path is empty");
+  if (!is_remote(spec.path) && !std::filesystem::exists(spec.path)) {
+    throw IoError(spec.path, "no such file");
+  }
+  const std::string ext = lower_ext(spec.path);
+  if (ext == ".mat") return open_matlab(spec);
+  if (ext == ".h5" || ext == ".hdf5" || ext == ".he5") return open_hdf5(spec);
+  if (!is_remote(spec.path) && looks_like_envi(spec.path)) return open_envi(spec);
+#ifdef HSIPIPE_WITH_GDAL
+  return open_gdal(spec);
+#else
+  throw FormatError(spec.path, "format",
+                    "not ENVI, MATLAB or HDF5, and this hsipipe was built without GDAL (HSIPIPE_WITH_GDAL=OFF)");
+#endif
+}
+
+}  // namespace hsipipe::io
