@@ -5,6 +5,8 @@
 //
 // Thread-safety: read_rows() is const and may be called concurrently on one Scene from several
 // threads (readers use pread/mmap or their own lock). A Scene is rank-local: no MPI here.
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,6 +42,9 @@ struct SceneSpec {
   std::string str() const { return variable.empty() ? path : path + ":" + variable; }
 };
 
+struct RemoteStats;     // below: network statistics of a remote scene
+struct SourceIdentity;  // below: manifest identity of a remote source
+
 class Scene {
  public:
   virtual ~Scene() = default;
@@ -70,7 +75,50 @@ class Scene {
   virtual std::vector<std::string> source_files() const = 0;
   /// Bytes read from storage so far by this object (all threads), for decode summaries.
   virtual std::uint64_t bytes_read() const { return 0; }
+
+  /// Remote scenes only (http(s)://, s3://, /vsicurl/, /vsis3/): network statistics of THIS object in
+  /// this process so far (rank-local; merge across ranks by summing and pooling latencies_ms).
+  /// nullopt for local files.
+  virtual std::optional<RemoteStats> remote_stats() const;
+  /// Remote scenes only: what the manifest records for the source (URL without credentials, size,
+  /// ETag / Last-Modified, content hash). Issues at most one HEAD and one range request; rank-local.
+  /// nullopt for local files (the manifest hashes those itself).
+  virtual std::optional<SourceIdentity> source_identity() const;
 };
+
+/// Network statistics of one remote scene; see Scene::remote_stats().
+struct RemoteStats {
+  std::uint64_t requests = 0;       ///< HTTP requests GDAL issued for this object (GET + HEAD)
+  std::uint64_t bytes_fetched = 0;  ///< bytes downloaded for this object
+  std::uint64_t retries = 0;        ///< requests GDAL retried after 429/5xx/timeouts
+  std::uint64_t block_reads = 0;    ///< read_rows() calls that went to the network
+  /// Wall time of each read_rows() call that went to the network, milliseconds (the block reads;
+  /// GDAL exposes no per-request latency). Percentiles: latency_percentile().
+  std::vector<double> latencies_ms;
+};
+/// Nearest-rank percentile (q in [0, 100]) of `ms`; 0 when empty.
+inline double latency_percentile(std::vector<double> ms, double q) {
+  if (ms.empty()) return 0.0;
+  std::sort(ms.begin(), ms.end());
+  const double rank = std::ceil(q / 100.0 * static_cast<double>(ms.size()));
+  const std::size_t i = rank < 1.0 ? 0 : std::min(ms.size() - 1, static_cast<std::size_t>(rank) - 1);
+  return ms[i];
+}
+
+/// Identity of a remote source for the manifest; `verify` re-opens the URL and compares.
+struct SourceIdentity {
+  std::string url;            ///< as given, with user:password and signature/token query values redacted
+  std::uint64_t size = 0;     ///< object size in bytes
+  std::string etag;           ///< ETag header, empty when the server sends none
+  std::string last_modified;  ///< Last-Modified header, empty when absent
+  /// "xxh3:<16 hex>" of the object's first `hashed_bytes` = min(size, 64 KiB) bytes: for a COG the
+  /// header, IFDs and tile index (tile offsets and byte counts), read with one range request.
+  std::string content_hash;
+  std::uint64_t hashed_bytes = 0;
+};
+
+inline std::optional<RemoteStats> Scene::remote_stats() const { return std::nullopt; }
+inline std::optional<SourceIdentity> Scene::source_identity() const { return std::nullopt; }
 
 /// Opens any supported scene: dispatches on the path (".hdr", ENVI data files next to a header,
 /// ".mat", ".h5/.hdf5", otherwise GDAL when built with it). Throws FormatError/IoError/ConfigError.
