@@ -5,6 +5,9 @@
 //   PATH/manifest.json   always; written last before the rename. Keys other tools rely on:
 //                        format_version, n_samples, n_bands, layout, dtype, data_checksum, sources,
 //                        backend, patch, border, scenes [{name, rows, cols}], label_values.
+//                        Also: params (every preprocessing parameter, compared for reuse), statistics
+//                        {over, count, mean, std, min, max, shift, scale}, pca, shape, libraries,
+//                        hsipipe_version, hsipipe_commit, created, host, ranks, bytes.
 //   backend "npy":       samples.npy   layout pixel: [N, B]; patch: [N, B, p, p]
 //                        cube_<s>.npy  layout cube: one [H_s, W_s, B] per scene s (no samples.npy)
 //                        labels.npy    int32 [N]           (-1 for unlabeled prediction samples)
@@ -15,7 +18,20 @@
 //                        /coords, /band_mean, /band_std, /wavelengths, /pca_components; the manifest
 //                        JSON also as the string attribute "manifest" on the root group.
 //   Sample order: scenes in the order given, then row-major over labeled pixels. Element types:
-//   dtype "float32" or "float16" (IEEE half, little-endian).
+//   dtype "float32" or "float16" (IEEE half, little-endian). <s> is the scene index 0, 1, ...
+//
+// Stored values: x' = (x - shift[b]) / scale[b] per kept band b, in float64, (zscore: shift = mean,
+// scale = population std; minmax: shift = min, scale = max - min; none: 0 and 1; a zero scale is
+// replaced by 1), then with PCA y_k = sum_b components[k][b] * (x'_b - pca_mean[b]), then rounded to
+// dtype. Patch layout: [i, b, dy, dx] is the value of pixel (row + dy - p/2, col + dx - p/2); outside
+// the scene `border` decides: "reflect" mirrors without repeating the edge (numpy.pad 'reflect'),
+// "zero" stores 0. Invalid (nodata / NaN) pixels are stored as NaN (cube) and never are samples.
+//
+// data_checksum (independent of the rank count and of the backend): 16 hex digits of XXH3-64 over a
+// little-endian uint64 array holding, in order, XXH3-64 of the stored bytes of every item (pixel and
+// patch layouts: one item per sample, B or B*p*p elements; cube: one item per cube row, W_s*B
+// elements, scenes in order, rows top-down), then XXH3-64 of the labels bytes (int32 [N]) and of the
+// coords bytes (int32 [N, 3]).
 //
 // Readers (everything here) are rank-local unless marked COLLECTIVE.
 #include <cstdint>
@@ -65,10 +81,24 @@ class CacheReader {
 
   SampleTable read_sample_table() const;
 
+  std::string backend() const;  ///< "npy" or "h5"
+  /// Scene dims in cache order (from the manifest).
+  std::vector<SceneDims> scenes() const;
+  /// Path of the h5 file (backend h5) or of the directory (npy).
+  std::string h5_path() const { return dir_ + "/cache.h5"; }
+
  private:
   std::string dir_;
   nlohmann::json manifest_;
 };
+
+/// Recomputes data_checksum from the stored bytes (reads every array once, streaming). Rank-local;
+/// used by `hsipipe verify` and `hsipipe stage`. Compare with CacheReader::data_checksum().
+std::string compute_data_checksum(const CacheReader& cache);
+
+/// Reads the stored elements of items [begin, end) (samples for pixel/patch; for cube, rows of scene
+/// `scene`) as raw bytes in the cache dtype. Rank-local; used by verify and by Shard::load if it wants.
+std::vector<char> read_items_raw(const CacheReader& cache, std::uint64_t begin, std::uint64_t end, int scene = -1);
 
 /// Decoded samples of ONE contiguous range of the cache, held in memory (or mapped), and the hot
 /// path that turns them into float32 training inputs. For layout cube, holds only the cube rows its
