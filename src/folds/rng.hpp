@@ -2,12 +2,29 @@
 // folds/rng: the portable generator folds are built from, specified to the bit in docs/FOLDS.md.
 // SplitMix64 (Steele, Lea, Flood 2014) and Lemire's unbiased bounded integers with rejection.
 // Never std:: distributions or std::shuffle: their output differs between standard libraries.
+// Plain unsigned 64-bit arithmetic (wrapping mod 2^64); the 64x64->128 product is computed from
+// 32-bit halves where the compiler has no 128-bit integer, with identical results.
+#include <cstddef>
 #include <cstdint>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace hsipipe::folds {
 
-__extension__ typedef unsigned __int128 uint128_t;
+/// Full 128-bit product of two 64-bit values: {high 64 bits, low 64 bits}.
+inline std::pair<std::uint64_t, std::uint64_t> mul_64x64(std::uint64_t a, std::uint64_t b) noexcept {
+#if defined(__SIZEOF_INT128__)
+  __extension__ typedef unsigned __int128 u128;
+  const u128 m = static_cast<u128>(a) * b;
+  return {static_cast<std::uint64_t>(m >> 64), static_cast<std::uint64_t>(m)};
+#else
+  const std::uint64_t a_lo = a & 0xffffffffULL, a_hi = a >> 32, b_lo = b & 0xffffffffULL, b_hi = b >> 32;
+  const std::uint64_t ll = a_lo * b_lo, lh = a_lo * b_hi, hl = a_hi * b_lo, hh = a_hi * b_hi;
+  const std::uint64_t mid = (ll >> 32) + (lh & 0xffffffffULL) + (hl & 0xffffffffULL);
+  return {hh + (lh >> 32) + (hl >> 32) + (mid >> 32), (mid << 32) | (ll & 0xffffffffULL)};
+#endif
+}
 
 class SplitMix64 {
  public:
@@ -18,18 +35,17 @@ class SplitMix64 {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
   }
-  /// Uniform integer in [0, bound), bound >= 1, without modulo bias (Lemire 2019, 64x64->128 multiply).
+  /// Uniform integer in [0, bound), bound >= 1, without modulo bias (Lemire 2019, 64x64->128 multiply):
+  /// m = x * bound; if low64(m) < (2^64 - bound) mod bound, draw again; result high64(m).
   std::uint64_t bounded(std::uint64_t bound) noexcept {
-    uint128_t m = static_cast<uint128_t>(next()) * bound;
-    auto low = static_cast<std::uint64_t>(m);
-    if (low < bound) {
+    auto [hi, lo] = mul_64x64(next(), bound);
+    if (lo < bound) {
       const std::uint64_t threshold = (0 - bound) % bound;
-      while (low < threshold) {
-        m = static_cast<uint128_t>(next()) * bound;
-        low = static_cast<std::uint64_t>(m);
+      while (lo < threshold) {
+        std::tie(hi, lo) = mul_64x64(next(), bound);
       }
     }
-    return static_cast<std::uint64_t>(m >> 64);
+    return hi;
   }
 
  private:
@@ -45,7 +61,8 @@ void shuffle(std::vector<T>& v, SplitMix64& rng) noexcept {
   }
 }
 
-/// Derives an independent stream seed from (seed, tag...) by chaining SplitMix64 steps.
+/// Derives an independent stream seed from (seed, a, b): the first output of
+/// SplitMix64(seed ^ (a * 0xd1b54a32d192ed03) ^ (b * 0x8cb92ba72f3d8dd7)), products mod 2^64.
 inline std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t a, std::uint64_t b = 0) noexcept {
   SplitMix64 g(seed ^ (a * 0xd1b54a32d192ed03ULL) ^ (b * 0x8cb92ba72f3d8dd7ULL));
   return g.next();
