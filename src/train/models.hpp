@@ -77,14 +77,21 @@ class Model : public torch::nn::Module {
   const std::string& model_name() const noexcept { return name_; }
 
  protected:
-  /// Implementations call this after each step when tracing is on (cheap no-op otherwise).
-  void record(const char* name, const char* kind, const torch::Tensor& out, std::int64_t params,
-              std::int64_t saved_per_sample, int saved_elem_bytes = 4, std::int64_t workspace_per_sample = 0);
+  /// Implementations call this after each step when tracing is on (a no-op otherwise). saves_input /
+  /// saves_output: whether autograd keeps this op's input / output for backward (a conv or linear
+  /// keeps its input, relu and tanh their output); extra: further per-sample elements kept (dropout
+  /// mask, max-pool indices) of extra_bytes each; workspace: per-sample transient elements (im2col);
+  /// is_view: the output shares the input's storage (reshape, unsqueeze).
+  void record(const char* name, const char* kind, const torch::Tensor& out, std::int64_t params, bool saves_input,
+              bool saves_output, std::int64_t extra_saved_per_sample, int extra_bytes,
+              std::int64_t workspace_per_sample, bool is_view);
   bool tracing() const noexcept { return trace_ != nullptr; }
 
  private:
   std::string name_;
   std::vector<LayerTrace>* trace_ = nullptr;
+  std::int64_t prev_elems_ = 0;  // per-sample elements of the previous step's output (tracing)
+  bool prev_counted_ = false;    // whether that output is already counted as saved
 };
 
 /// Builds NAME for `bands` input bands, patch side `patch` (1 for pixel input) and n_classes outputs,
