@@ -1,0 +1,438 @@
+// cache/shard: one rank's contiguous range of the cache in memory, and gather(), the loader's hot path.
+//
+// What is read (and counted in bytes_read()):
+//   pixel/patch  rows [begin, end) of samples.npy (pread of exactly that byte range) or of /samples
+//                (HDF5 hyperslab, file opened read-only), kept in the cache's element type (float16
+//                stays 2 bytes a value in memory and is widened in gather()).
+//   cube         coords of [begin, end) (to know the rows), then per scene the rows
+//                [min_row - h, max_row + h] of cube_<s>.npy or /cube/<s> (h = p/2), clipped to the scene.
+//                Out-of-scene neighbours come from the manifest's `border`: "reflect" (numpy's mode
+//                'reflect': -1 -> 1, H -> H-2) or "zero".
+// gather() output is band-first: [n, B] (p = 1) or [n, B, p, p], the models' input contract.
+#include <fcntl.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "cache/cache.hpp"
+#include "cache/npy.hpp"
+#include "core/error.hpp"
+#include "core/half.hpp"
+
+namespace hsipipe::cache {
+
+namespace {
+
+// ---- float16 -> float32, bit exact (widening is exact, so F16C and the table agree) ----
+
+const float* half_table() {
+  static const std::vector<float> t = [] {
+    std::vector<float> v(65536);
+    for (std::uint32_t i = 0; i < 65536; ++i) v[i] = half_to_float(static_cast<std::uint16_t>(i));
+    return v;
+  }();
+  return t.data();
+}
+
+#if defined(__x86_64__)
+__attribute__((target("f16c,avx"))) void widen_f16c(const std::uint16_t* in, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  const float* t = half_table();
+  for (; i < n; ++i) out[i] = t[in[i]];
+}
+bool have_f16c() {
+  static const bool ok = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return ok;
+}
+#endif
+
+void widen(const std::uint16_t* in, float* out, std::size_t n) {
+#if defined(__x86_64__)
+  if (have_f16c()) return widen_f16c(in, out, n);
+#endif
+  const float* t = half_table();
+  for (std::size_t i = 0; i < n; ++i) out[i] = t[in[i]];
+}
+
+/// Copies n values of the cache's element type at `src` to float32.
+inline void to_float(const char* src, bool f16, float* out, std::size_t n) {
+  if (f16) widen(reinterpret_cast<const std::uint16_t*>(src), out, n);
+  else std::memcpy(out, src, n * sizeof(float));
+}
+
+// ---- raw reads ----
+
+class Fd {
+ public:
+  explicit Fd(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw IoError(path, "open", errno);
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  void pread_all(void* dst, std::uint64_t bytes, std::uint64_t offset) const {
+    auto* p = static_cast<char*>(dst);
+    std::uint64_t done = 0;
+    while (done < bytes) {
+      const ssize_t r = ::pread(fd_, p + done, static_cast<std::size_t>(std::min<std::uint64_t>(bytes - done, 1u << 30)),
+                                static_cast<off_t>(offset + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) throw IoError(path_, r < 0 ? "read" : "read (unexpected end of file)", r < 0 ? errno : EIO);
+      done += static_cast<std::uint64_t>(r);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// ---- HDF5, read-only, RAII ----
+
+class H5Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  H5Handle() = default;
+  H5Handle(hid_t id, Closer c, const std::string& what) : id_(id), close_(c) {
+    if (id < 0) throw H5Error("HDF5: " + what + " failed");
+  }
+  ~H5Handle() {
+    if (id_ >= 0 && close_) close_(id_);
+  }
+  H5Handle(H5Handle&& o) noexcept : id_(std::exchange(o.id_, -1)), close_(o.close_) {}
+  H5Handle& operator=(H5Handle&& o) noexcept {
+    std::swap(id_, o.id_);
+    std::swap(close_, o.close_);
+    return *this;
+  }
+  hid_t get() const noexcept { return id_; }
+
+ private:
+  hid_t id_ = -1;
+  Closer close_ = nullptr;
+};
+
+void check_h5(herr_t rc, const std::string& what) {
+  if (rc < 0) throw H5Error("HDF5: " + what + " failed");
+}
+
+struct H5File {
+  std::string path;
+  H5Handle file;
+  explicit H5File(const std::string& p) : path(p) {
+    if (!std::filesystem::exists(p)) throw IoError(p, "open", ENOENT);
+    file = H5Handle(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "H5Fopen(" + p + ", read-only)");
+  }
+  /// Reads rows [r0, r0 + nrows) of dataset `name` (first dimension) as raw little-endian elements of
+  /// `elem` bytes into dst; returns the dataset's dims.
+  std::vector<hsize_t> read_rows(const std::string& name, std::uint64_t r0, std::uint64_t nrows, std::size_t elem,
+                                 bool is_float, void* dst) const {
+    H5Handle ds(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose, "H5Dopen2(" + path + ":" + name + ")");
+    H5Handle space(H5Dget_space(ds.get()), H5Sclose, "H5Dget_space(" + name + ")");
+    const int rank = H5Sget_simple_extent_ndims(space.get());
+    if (rank < 1) throw FormatError(path, name, "not an array");
+    std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    if (r0 + nrows > dims[0]) {
+      throw FormatError(path, name, "has " + std::to_string(dims[0]) + " rows, need rows up to " + std::to_string(r0 + nrows));
+    }
+    if (nrows == 0) return dims;
+    H5Handle ftype(H5Dget_type(ds.get()), H5Tclose, "H5Dget_type(" + name + ")");
+    if (H5Tget_size(ftype.get()) != elem) {
+      throw FormatError(path, name, "element size " + std::to_string(H5Tget_size(ftype.get())) + " bytes, manifest says " +
+                                        std::to_string(elem));
+    }
+    // Memory type: native float for 4-byte floats (HDF5 converts byte order); for 2-byte halves and
+    // integers a little-endian copy of the file type (raw bytes, no conversion).
+    H5Handle mtype;
+    if (is_float && elem == 4) {
+      mtype = H5Handle(H5Tcopy(H5T_NATIVE_FLOAT), H5Tclose, "H5Tcopy");
+    } else {
+      mtype = H5Handle(H5Tcopy(ftype.get()), H5Tclose, "H5Tcopy");
+      check_h5(H5Tset_order(mtype.get(), H5T_ORDER_LE), "H5Tset_order");
+    }
+    std::vector<hsize_t> start(dims.size(), 0), count = dims;
+    start[0] = r0;
+    count[0] = nrows;
+    check_h5(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+             "H5Sselect_hyperslab(" + name + ")");
+    H5Handle mspace(H5Screate_simple(rank, count.data(), nullptr), H5Sclose, "H5Screate_simple");
+    check_h5(H5Dread(ds.get(), mtype.get(), mspace.get(), space.get(), H5P_DEFAULT, dst),
+             "H5Dread(" + path + ":" + name + " rows " + std::to_string(r0) + ".." + std::to_string(r0 + nrows) + ")");
+    return dims;
+  }
+};
+
+int reflect_index(long i, long n) {
+  if (n == 1) return 0;
+  const long period = 2 * (n - 1);
+  i %= period;
+  if (i < 0) i += period;
+  return static_cast<int>(i < n ? i : period - i);
+}
+
+}  // namespace
+
+struct Shard::Impl {
+  Range range;
+  Layout layout = Layout::pixel;
+  bool f16 = false;
+  std::size_t elem = 4;
+  int bands = 0;
+  int stored_patch = 1;  ///< p of the stored samples (patch layout) or of decode (cube)
+  int patch = 1;         ///< p of gather()'s output
+  bool zero_border = false;
+  std::uint64_t bytes_read = 0;
+
+  // pixel / patch: [range.size(), B, sp, sp] raw
+  std::vector<char> samples;
+
+  // cube
+  struct SceneRows {
+    std::uint32_t rows = 0, cols = 0;  ///< scene size
+    std::uint32_t row0 = 0, nrows = 0; ///< rows held
+    std::vector<char> data;            ///< [nrows, cols, B] raw
+  };
+  std::vector<SceneRows> scenes;
+  std::vector<std::int32_t> s_scene, s_row, s_col;  ///< per local sample
+
+  void gather_stored(const std::uint64_t* ids, std::size_t n, float* out) const;
+  void gather_cube(const std::uint64_t* ids, std::size_t n, float* out) const;
+};
+
+namespace {
+
+std::string manifest_str(const nlohmann::json& m, const char* key, const std::string& dir, const std::string& dflt = {}) {
+  if (!m.contains(key)) {
+    if (!dflt.empty()) return dflt;
+    throw FormatError(dir + "/manifest.json", key, "missing");
+  }
+  if (!m[key].is_string()) throw FormatError(dir + "/manifest.json", key, "expected a string");
+  return m[key].get<std::string>();
+}
+std::int64_t manifest_int(const nlohmann::json& m, const char* key, const std::string& dir, std::int64_t dflt = -1) {
+  if (!m.contains(key)) {
+    if (dflt >= 0) return dflt;
+    throw FormatError(dir + "/manifest.json", key, "missing");
+  }
+  if (!m[key].is_number_integer()) throw FormatError(dir + "/manifest.json", key, "expected an integer");
+  return m[key].get<std::int64_t>();
+}
+
+}  // namespace
+
+Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
+  const auto& m = cache.manifest();
+  const std::string& dir = cache.dir();
+  const std::string mpath = dir + "/manifest.json";
+  auto impl = std::make_shared<Impl>();
+  impl->range = range;
+  impl->layout = layout_from_name(manifest_str(m, "layout", dir));
+  const std::string dtype = manifest_str(m, "dtype", dir);
+  if (dtype == "float16") impl->f16 = true;
+  else if (dtype != "float32") throw FormatError(mpath, "dtype", "expected float32 or float16, found '" + dtype + "'");
+  impl->elem = impl->f16 ? 2 : 4;
+  impl->bands = static_cast<int>(manifest_int(m, "n_bands", dir));
+  const auto n_samples = static_cast<std::uint64_t>(manifest_int(m, "n_samples", dir));
+  impl->stored_patch = impl->layout == Layout::pixel ? 1 : static_cast<int>(manifest_int(m, "patch", dir, 1));
+  const std::string backend = manifest_str(m, "backend", dir);
+  const std::string border = manifest_str(m, "border", dir, "reflect");
+  if (border != "reflect" && border != "zero") throw FormatError(mpath, "border", "expected reflect or zero, found '" + border + "'");
+  impl->zero_border = border == "zero";
+  if (range.end > n_samples || range.begin > range.end) {
+    throw ConfigError("shard [" + std::to_string(range.begin) + ", " + std::to_string(range.end) + ") outside the cache's " +
+                      std::to_string(n_samples) + " samples (" + dir + ")");
+  }
+  if (impl->bands <= 0) throw FormatError(mpath, "n_bands", "must be positive");
+  if (backend != "npy" && backend != "h5") throw FormatError(mpath, "backend", "expected npy or h5, found '" + backend + "'");
+
+  int p = patch_override > 0 ? patch_override : impl->stored_patch;
+  if (p % 2 == 0) throw ConfigError("patch size " + std::to_string(p) + " must be odd");
+  if (impl->layout == Layout::pixel && p != 1) {
+    throw ConfigError("cache " + dir + " has layout pixel: it cannot give patches of " + std::to_string(p));
+  }
+  if (impl->layout == Layout::patch && p > impl->stored_patch) {
+    throw ConfigError("cache " + dir + " stores " + std::to_string(impl->stored_patch) + "x" +
+                      std::to_string(impl->stored_patch) + " patches: cannot give " + std::to_string(p) + "x" + std::to_string(p));
+  }
+  impl->patch = p;
+  const std::uint64_t nloc = range.size();
+  const std::size_t B = static_cast<std::size_t>(impl->bands);
+
+  if (impl->layout != Layout::cube) {
+    const std::size_t sp = static_cast<std::size_t>(impl->stored_patch);
+    const std::uint64_t row_bytes = B * sp * sp * impl->elem;
+    impl->samples = read_items_raw(cache, range.begin, range.end);
+    if (impl->samples.size() != nloc * row_bytes) {
+      throw FormatError(dir, "samples", "read " + std::to_string(impl->samples.size()) + " bytes for " + std::to_string(nloc) +
+                                            " samples, expected " + std::to_string(nloc * row_bytes));
+    }
+    impl->bytes_read = nloc * row_bytes;
+    return Shard{std::move(impl)};
+  }
+
+  // ---- cube ----
+  if (!m.contains("scenes") || !m["scenes"].is_array() || m["scenes"].empty()) throw FormatError(mpath, "scenes", "missing or empty");
+  std::vector<SceneDims> sdims;
+  for (const auto& s : m["scenes"]) {
+    SceneDims d;
+    d.name = s.value("name", std::string());
+    d.rows = s.value("rows", 0u);
+    d.cols = s.value("cols", 0u);
+    sdims.push_back(d);
+  }
+  // coordinates of this range
+  std::vector<std::int32_t> coords(nloc * 3);
+  if (backend == "npy") {
+    const std::string path = dir + "/coords.npy";
+    const NpyHeader h = read_npy_header(path);
+    if (h.dtype != DType::i32 || h.shape != std::vector<std::uint64_t>{n_samples, 3}) {
+      throw FormatError(path, "shape", "expected int32 [n_samples, 3]");
+    }
+    if (nloc) Fd(path).pread_all(coords.data(), nloc * 12, h.data_offset + range.begin * 12);
+  } else {
+    H5File f(dir + "/cache.h5");
+    f.read_rows("/coords", range.begin, nloc, 4, false, coords.data());
+  }
+  impl->bytes_read += nloc * 12;
+  impl->s_scene.resize(nloc);
+  impl->s_row.resize(nloc);
+  impl->s_col.resize(nloc);
+  const int h = p / 2;
+  std::vector<long> rmin(sdims.size(), std::numeric_limits<long>::max()), rmax(sdims.size(), -1);
+  for (std::uint64_t i = 0; i < nloc; ++i) {
+    const std::int32_t s = coords[i * 3], r = coords[i * 3 + 1], c = coords[i * 3 + 2];
+    if (s < 0 || static_cast<std::size_t>(s) >= sdims.size() || r < 0 || c < 0 ||
+        static_cast<std::uint32_t>(r) >= sdims[static_cast<std::size_t>(s)].rows ||
+        static_cast<std::uint32_t>(c) >= sdims[static_cast<std::size_t>(s)].cols) {
+      throw FormatError(dir + "/coords", "sample " + std::to_string(range.begin + i),
+                        "coordinates (" + std::to_string(s) + ", " + std::to_string(r) + ", " + std::to_string(c) +
+                            ") outside the manifest's scenes");
+    }
+    impl->s_scene[i] = s;
+    impl->s_row[i] = r;
+    impl->s_col[i] = c;
+    rmin[static_cast<std::size_t>(s)] = std::min<long>(rmin[static_cast<std::size_t>(s)], r);
+    rmax[static_cast<std::size_t>(s)] = std::max<long>(rmax[static_cast<std::size_t>(s)], r);
+  }
+  impl->scenes.resize(sdims.size());
+  for (std::size_t s = 0; s < sdims.size(); ++s) {
+    auto& sr = impl->scenes[s];
+    sr.rows = sdims[s].rows;
+    sr.cols = sdims[s].cols;
+    if (rmax[s] < 0) continue;  // no sample of this range in scene s
+    const long lo = std::max<long>(0, rmin[s] - h), hi = std::min<long>(static_cast<long>(sr.rows) - 1, rmax[s] + h);
+    sr.row0 = static_cast<std::uint32_t>(lo);
+    sr.nrows = static_cast<std::uint32_t>(hi - lo + 1);
+    const std::uint64_t row_bytes = static_cast<std::uint64_t>(sr.cols) * B * impl->elem;
+    sr.data = read_items_raw(cache, sr.row0, sr.row0 + sr.nrows, static_cast<int>(s));
+    if (sr.data.size() != sr.nrows * row_bytes) {
+      throw FormatError(dir, "cube_" + std::to_string(s), "rows are not " + std::to_string(sr.cols) + " x " + std::to_string(B) +
+                                                              " values as the manifest says");
+    }
+    impl->bytes_read += sr.data.size();
+  }
+  return Shard{std::move(impl)};
+}
+
+Range Shard::range() const noexcept { return impl_->range; }
+std::size_t Shard::sample_floats() const noexcept {
+  return static_cast<std::size_t>(impl_->bands) * static_cast<std::size_t>(impl_->patch * impl_->patch);
+}
+int Shard::patch() const noexcept { return impl_->patch; }
+int Shard::bands() const noexcept { return impl_->bands; }
+std::uint64_t Shard::bytes_read() const noexcept { return impl_->bytes_read; }
+
+void Shard::gather(const std::uint64_t* ids, std::size_t n, float* out) const {
+  const Impl& s = *impl_;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (!s.range.contains(ids[k])) {
+      throw std::out_of_range("Shard::gather: sample " + std::to_string(ids[k]) + " outside this shard [" +
+                              std::to_string(s.range.begin) + ", " + std::to_string(s.range.end) + ")");
+    }
+  }
+  if (s.layout == Layout::cube) s.gather_cube(ids, n, out);
+  else s.gather_stored(ids, n, out);
+}
+
+void Shard::Impl::gather_stored(const std::uint64_t* ids, std::size_t n, float* out) const {
+  const std::size_t B = static_cast<std::size_t>(bands), sp = static_cast<std::size_t>(stored_patch);
+  const std::size_t p = static_cast<std::size_t>(patch);
+  const std::size_t in_vals = B * sp * sp, out_vals = B * p * p;
+  const std::size_t off = (sp - p) / 2;
+  for (std::size_t k = 0; k < n; ++k) {
+    const char* src = samples.data() + (ids[k] - range.begin) * in_vals * elem;
+    float* dst = out + k * out_vals;
+    if (p == sp) {
+      to_float(src, f16, dst, in_vals);
+      continue;
+    }
+    // centre crop: [B, sp, sp] -> [B, p, p]
+    for (std::size_t b = 0; b < B; ++b) {
+      for (std::size_t i = 0; i < p; ++i) {
+        to_float(src + ((b * sp + off + i) * sp + off) * elem, f16, dst + (b * p + i) * p, p);
+      }
+    }
+  }
+}
+
+void Shard::Impl::gather_cube(const std::uint64_t* ids, std::size_t n, float* out) const {
+  const std::size_t B = static_cast<std::size_t>(bands), p = static_cast<std::size_t>(patch), pp = p * p;
+  const long h = static_cast<long>(p / 2);
+  std::vector<float> pix(B);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::uint64_t li = ids[k] - range.begin;
+    const SceneRows& sr = scenes[static_cast<std::size_t>(s_scene[li])];
+    const long r = s_row[li], c = s_col[li];
+    float* dst = out + k * B * pp;
+    const std::size_t row_bytes = static_cast<std::size_t>(sr.cols) * B * elem;
+    if (p == 1) {
+      to_float(sr.data.data() + (static_cast<std::size_t>(r) - sr.row0) * row_bytes + static_cast<std::size_t>(c) * B * elem, f16,
+               dst, B);
+      continue;
+    }
+    for (std::size_t i = 0; i < p; ++i) {
+      long rr = r + static_cast<long>(i) - h;
+      const bool row_out = rr < 0 || rr >= static_cast<long>(sr.rows);
+      if (row_out && zero_border) {
+        for (std::size_t b = 0; b < B; ++b) std::fill_n(dst + b * pp + i * p, p, 0.0f);
+        continue;
+      }
+      if (row_out) rr = reflect_index(rr, sr.rows);
+      const char* row = sr.data.data() + (static_cast<std::size_t>(rr) - sr.row0) * row_bytes;
+      for (std::size_t j = 0; j < p; ++j) {
+        long cc = c + static_cast<long>(j) - h;
+        const bool col_out = cc < 0 || cc >= static_cast<long>(sr.cols);
+        float* d = dst + i * p + j;
+        if (col_out && zero_border) {
+          for (std::size_t b = 0; b < B; ++b) d[b * pp] = 0.0f;
+          continue;
+        }
+        if (col_out) cc = reflect_index(cc, sr.cols);
+        to_float(row + static_cast<std::size_t>(cc) * B * elem, f16, pix.data(), B);
+        // invalid (nodata) neighbours are NaN in a cube: they enter a patch as 0, the band mean
+        for (std::size_t b = 0; b < B; ++b) d[b * pp] = pix[b] == pix[b] ? pix[b] : 0.0f;
+      }
+    }
+  }
+}
+
+}  // namespace hsipipe::cache
