@@ -1,0 +1,375 @@
+// cache/stage: once-per-node copy of a cache to node-local storage, under a lock, verified.
+#include "cache/stage.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/cache.hpp"
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/hash.hpp"
+
+namespace hsipipe::cache {
+
+namespace stdfs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// Owned file descriptor.
+class Fd {
+ public:
+  Fd(const std::string& path, int flags, mode_t mode = 0644) : path_(path), fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
+    if (fd_ < 0) throw IoError(path, "open", errno);
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const noexcept { return fd_; }
+  const std::string& path() const noexcept { return path_; }
+  /// Closes now, reporting errors (a failed close can mean lost writes).
+  void close() {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw IoError(path_, "close", errno);
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+/// flock(LOCK_EX) on PATH for the object's lifetime.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path, const StageOptions& opt, double& waited) : fd_(path, O_RDWR | O_CREAT) {
+    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) throw IoError(path, "flock", errno);
+      std::string holder;
+      try {
+        holder = fs::read_text(path);
+      } catch (const Error&) {
+      }
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+      if (opt.log) opt.log("waiting for " + path + (holder.empty() ? "" : " (held by " + holder + ")"));
+      const auto t0 = Clock::now();
+      while (::flock(fd_.get(), LOCK_EX) != 0) {
+        if (errno != EINTR) throw IoError(path, "flock", errno);
+      }
+      waited = since(t0);
+    }
+    // Who holds it, for the next waiter's message. Best effort: the lock, not this text, is the contract.
+    const std::string me = fs::hostname() + " pid " + std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd_.get(), 0) == 0) {
+      [[maybe_unused]] const ssize_t n = ::pwrite(fd_.get(), me.data(), me.size(), 0);
+    }
+  }
+  ~FileLock() { ::flock(fd_.get(), LOCK_UN); }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  Fd fd_;
+};
+
+/// A directory removed on destruction unless released.
+class TempDir {
+ public:
+  explicit TempDir(std::string path) : path_(std::move(path)) {
+    std::error_code ec;
+    stdfs::remove_all(path_, ec);
+    if (!stdfs::create_directory(path_, ec) || ec) throw IoError(path_, "mkdir", ec ? ec.value() : EEXIST);
+  }
+  ~TempDir() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      stdfs::remove_all(path_, ec);
+    }
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const noexcept { return path_; }
+  void release() noexcept { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
+struct FileEntry {
+  std::string rel;
+  std::uint64_t size = 0;
+  std::uint64_t xxh3 = 0;
+};
+
+/// Regular files under dir (recursively), relative paths sorted; the stage record itself excluded.
+std::vector<FileEntry> list_files(const std::string& dir) {
+  std::vector<FileEntry> out;
+  std::error_code ec;
+  for (auto it = stdfs::recursive_directory_iterator(dir, ec); !ec && it != stdfs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (!it->is_regular_file()) continue;  // follows symlinks; directories are recreated by their files
+    FileEntry e;
+    e.rel = stdfs::relative(it->path(), dir).string();
+    if (e.rel == kStageRecord) continue;
+    e.size = it->file_size();
+    out.push_back(std::move(e));
+  }
+  if (ec) throw IoError(dir, "list directory", ec.value());
+  std::sort(out.begin(), out.end(), [](const FileEntry& a, const FileEntry& b) { return a.rel < b.rel; });
+  return out;
+}
+
+void fsync_path(const std::string& path) {
+  Fd fd(path, O_RDONLY | O_DIRECTORY);
+  if (::fsync(fd.get()) != 0) throw IoError(path, "fsync", errno);
+}
+
+/// Copies src to dst (created, must not exist), hashing the bytes read; fsyncs dst. Returns the hash.
+std::uint64_t copy_file_hashed(const std::string& src, const std::string& dst, std::uint64_t expect_size) {
+  Fd in(src, O_RDONLY);
+  Fd out(dst, O_WRONLY | O_CREAT | O_EXCL);
+  Xxh3Stream h;
+  std::vector<char> buf(std::size_t{8} << 20);
+  std::uint64_t total = 0;
+  for (;;) {
+    const ssize_t n = ::read(in.get(), buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(src, "read", errno);
+    }
+    if (n == 0) break;
+    h.update(buf.data(), static_cast<std::size_t>(n));
+    std::size_t off = 0;
+    while (off < static_cast<std::size_t>(n)) {
+      const ssize_t w = ::write(out.get(), buf.data() + off, static_cast<std::size_t>(n) - off);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        throw IoError(dst, "write", errno);
+      }
+      off += static_cast<std::size_t>(w);
+    }
+    total += static_cast<std::uint64_t>(n);
+  }
+  if (total != expect_size) {
+    throw IoError(src, "changed size while being copied (" + std::to_string(expect_size) + " -> " +
+                           std::to_string(total) + " bytes)");
+  }
+  if (::fsync(out.get()) != 0) throw IoError(dst, "fsync", errno);
+  out.close();
+  return h.digest();
+}
+
+std::string now_iso() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string mb(std::uint64_t bytes) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(1);
+  s << static_cast<double>(bytes) / 1e6 << " MB";
+  return s.str();
+}
+
+/// Recomputes the data checksum of the cache at dir; empty when it matches the manifest, else why not.
+std::string data_checksum_problem(const std::string& dir) {
+  try {
+    const CacheReader r = CacheReader::open(dir);
+    const std::string got = compute_data_checksum(r), want = r.data_checksum();
+    if (got != want) return "data checksum " + got + " differs from the manifest's data_checksum " + want;
+    return {};
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+bool is_within(const stdfs::path& inner, const stdfs::path& outer) {
+  auto i = inner.begin();
+  for (auto o = outer.begin(); o != outer.end(); ++o, ++i) {
+    if (o->empty()) continue;  // trailing separator
+    if (i == inner.end() || *i != *o) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string staged_copy_problem(const std::string& src_manifest, const std::string& dest) {
+  const std::string mpath = dest + "/manifest.json", rpath = dest + "/" + kStageRecord;
+  if (!stdfs::exists(mpath)) return mpath + ": missing";
+  if (fs::read_text(mpath) != src_manifest) return mpath + ": differs from the source's manifest (another or a rebuilt cache)";
+  if (!stdfs::exists(rpath)) return rpath + ": missing (not a complete copy made by hsipipe stage)";
+  nlohmann::json rec;
+  try {
+    rec = nlohmann::json::parse(fs::read_text(rpath));
+  } catch (const nlohmann::json::exception& e) {
+    return rpath + ": not valid JSON (" + e.what() + ")";
+  }
+  std::map<std::string, std::pair<std::uint64_t, std::string>> want;
+  try {
+    for (const auto& f : rec.at("files")) {
+      want[f.at("path").get<std::string>()] = {f.at("size").get<std::uint64_t>(), f.at("xxh3").get<std::string>()};
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return rpath + ": field files: " + e.what();
+  }
+  const auto have = list_files(dest);
+  for (const auto& f : have) {
+    if (!want.count(f.rel)) return dest + "/" + f.rel + ": not in the stage record";
+  }
+  if (have.size() != want.size()) {
+    for (const auto& [rel, v] : want) {
+      if (std::none_of(have.begin(), have.end(), [&](const FileEntry& f) { return f.rel == rel; })) {
+        return dest + "/" + rel + ": missing";
+      }
+    }
+  }
+  for (const auto& f : have) {
+    const auto& [size, hash] = want.at(f.rel);
+    if (f.size != size) {
+      return dest + "/" + f.rel + ": " + std::to_string(f.size) + " bytes, staged " + std::to_string(size);
+    }
+    const std::string got = hex64(xxh3_file(dest + "/" + f.rel));
+    if (got != hash) return dest + "/" + f.rel + ": content changed since it was staged (xxh3 " + got + ", staged " + hash + ")";
+  }
+  if (auto p = data_checksum_problem(dest); !p.empty()) return dest + ": " + p;
+  return {};
+}
+
+StageResult stage(const std::string& src_in, const std::string& dest_in, const StageOptions& opt) {
+  auto log = [&](const std::string& s) {
+    if (opt.log) opt.log(s);
+  };
+  if (src_in.empty() || dest_in.empty()) throw ConfigError("hsipipe stage: CACHE and DEST must not be empty");
+  const stdfs::path src = stdfs::weakly_canonical(stdfs::absolute(src_in));
+  const stdfs::path dest = stdfs::weakly_canonical(stdfs::absolute(dest_in));
+  if (!stdfs::is_directory(src)) throw ConfigError(src.string() + ": not a cache directory (CACHE)");
+  if (is_within(dest, src) || is_within(src, dest)) {
+    throw ConfigError("DEST " + dest.string() + " and CACHE " + src.string() + " overlap: stage copies to another place");
+  }
+  const stdfs::path parent = dest.parent_path();
+  if (auto net = fs::network_fs_type(parent.string()); net && !opt.allow_network_dest) {
+    throw ConfigError("DEST " + dest.string() + " is on a network file system (" + *net +
+                      "): stage to node-local storage (e.g. $SLURM_TMPDIR); caches are not memory-mapped over " + *net);
+  }
+  // The source must be a complete cache (this also refuses a half-written one) and stay one while we read.
+  const CacheReader src_cache = CacheReader::open(src.string());
+  const std::string src_manifest = fs::read_text(src.string() + "/manifest.json");
+
+  std::error_code ec;
+  stdfs::create_directories(parent, ec);
+  if (ec) throw IoError(parent.string(), "mkdir", ec.value());
+
+  StageResult res;
+  res.dest = dest.string();
+  FileLock lock(dest.string() + ".lock", opt, res.seconds_waiting);
+
+  // Leftovers of callers that died while holding the lock.
+  for (const auto& e : stdfs::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string(), base = dest.filename().string();
+    if (name.rfind(base + ".tmp-", 0) == 0 || name.rfind(base + ".old-", 0) == 0) {
+      log("removing leftover " + e.path().string());
+      stdfs::remove_all(e.path(), ec);
+    }
+  }
+
+  const auto files = list_files(src.string());
+  std::uint64_t total = 0;
+  for (const auto& f : files) total += f.size;
+  res.files = files.size();
+  res.bytes = total;
+
+  if (stdfs::exists(dest)) {
+    const auto t0 = Clock::now();
+    const std::string problem = staged_copy_problem(src_manifest, dest.string());
+    res.seconds_verifying = since(t0);
+    if (problem.empty()) {
+      res.action = StageAction::reused;
+      res.data_checksum = src_cache.data_checksum();
+      return res;
+    }
+    res.action = StageAction::replaced;
+    res.replaced_reason = problem;
+    log("existing copy is not valid: " + problem + "; replacing it");
+    const std::string old = dest.string() + ".old-" + std::to_string(::getpid());
+    if (::rename(dest.c_str(), old.c_str()) != 0) throw IoError(dest.string(), "rename to " + old, errno);
+    stdfs::remove_all(old, ec);  // readers that still map files of the old copy keep their inodes
+  }
+
+  const std::uint64_t free = fs::free_bytes(parent.string());
+  if (free < total) {
+    throw IoError(parent.string(), "not enough space to stage " + src.string() + ": needs " + mb(total) + ", " + mb(free) + " free");
+  }
+
+  TempDir tmp(dest.string() + ".tmp-" + fs::hostname() + "-" + std::to_string(::getpid()));
+  const auto t_copy = Clock::now();
+  std::vector<FileEntry> copied = files;
+  for (auto& f : copied) {
+    const stdfs::path to = stdfs::path(tmp.path()) / f.rel;
+    stdfs::create_directories(to.parent_path(), ec);
+    if (ec) throw IoError(to.parent_path().string(), "mkdir", ec.value());
+    f.xxh3 = copy_file_hashed(src.string() + "/" + f.rel, to.string(), f.size);
+  }
+  res.seconds_copying = since(t_copy);
+
+  // The source must not have been republished under us: same manifest as when we opened it.
+  if (fs::read_text(src.string() + "/manifest.json") != src_manifest) {
+    throw StaleError(src.string() + "/manifest.json changed while the cache was being staged; run stage again");
+  }
+  nlohmann::json rec;
+  rec["format"] = 1;
+  rec["source"] = src.string();
+  rec["host"] = fs::hostname();
+  rec["staged_at"] = now_iso();
+  rec["data_checksum"] = src_cache.data_checksum();
+  rec["files"] = nlohmann::json::array();
+  for (const auto& f : copied) rec["files"].push_back({{"path", f.rel}, {"size", f.size}, {"xxh3", hex64(f.xxh3)}});
+  fs::write_text_atomic(tmp.path() + "/" + kStageRecord, rec.dump(2) + "\n");
+
+  // Verify what landed on the local disk: every file against the bytes read from the source, then the
+  // data checksum against the manifest (a corrupt source is caught here, before anyone trains on it).
+  const auto t_verify = Clock::now();
+  for (const auto& f : copied) {
+    const std::string got = hex64(xxh3_file(tmp.path() + "/" + f.rel));
+    if (got != hex64(f.xxh3)) {
+      throw IoError(tmp.path() + "/" + f.rel, "copy differs from the bytes read from the source (xxh3 " + got + ", read " +
+                                                  hex64(f.xxh3) + ")");
+    }
+  }
+  if (auto p = data_checksum_problem(tmp.path()); !p.empty()) {
+    throw StaleError(src.string() + ": the copy fails its data checksum (" + p +
+                     "): the source cache is corrupt; check it with `hsipipe verify " + src.string() + "`");
+  }
+  res.seconds_verifying += since(t_verify);
+  res.data_checksum = src_cache.data_checksum();
+
+  fsync_path(tmp.path());
+  if (::rename(tmp.path().c_str(), dest.c_str()) != 0) throw IoError(dest.string(), "rename from " + tmp.path(), errno);
+  tmp.release();
+  fsync_path(parent.string());
+  return res;
+}
+
+}  // namespace hsipipe::cache
