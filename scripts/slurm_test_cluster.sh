@@ -85,7 +85,7 @@ SlurmdPort=$slurmd_port
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.socket
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=${HSIPIPE_SLURM_CRED_EXPIRE:-10}
 CredType=cred/munge
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/slurmd-%n
@@ -98,6 +98,7 @@ SlurmdDebug=info
 PlugStackConfig=$dir/etc/plugstack.conf
 TmpFS=$dir/tmp
 SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1,sched_interval=2
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=512
@@ -176,7 +177,7 @@ start_cluster() {
   slurmd -f "$dir/etc/slurm.conf" || die "slurmd failed: $(tail -20 "$dir/log/slurmd.log" 2>/dev/null)"
 
   local timeout=${HSIPIPE_SLURM_TIMEOUT:-60}
-  for i in $(seq 1 $(( timeout * 2 ))); do
+  for _ in $(seq 1 $(( timeout * 2 ))); do
     state=$(sinfo -h -N -o '%T' 2>/dev/null | head -1 || true)
     [[ $state == idle ]] && break
     sleep 0.5

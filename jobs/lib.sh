@@ -1,0 +1,125 @@
+# jobs/lib.sh: sourced by every jobs/*.sbatch (not run by itself). Reads the site settings, derives the
+# paths of one run, and provides the launch, staging and preemption helpers.
+#
+# Inputs (exported by scripts/submit.sh; set them yourself to sbatch a script by hand):
+#   HSIPIPE_ROOT    repository root (default: the submit directory)
+#   HSIPIPE_CONFIG  the hsipipe INI file of the run (scenes, [decode], [folds], [train] options)
+#   HSIPIPE_OUT     results root of the run on the shared file system
+#   HSIPIPE_K       number of folds
+#   HSIPIPE_SITE    site settings file (default config/site.env)
+# Layout of HSIPIPE_OUT: cache/ (the decoded cache), folds.json, run/ (fold-I/ per array task,
+# summary.json from report), run-all/ (train_all), logs/ (one file per job or array task).
+set -euo pipefail
+
+: "${HSIPIPE_ROOT:=${SLURM_SUBMIT_DIR:-$PWD}}"
+: "${HSIPIPE_SITE:=$HSIPIPE_ROOT/config/site.env}"
+# shellcheck disable=SC1090
+source "$HSIPIPE_SITE"
+: "${HSIPIPE_CONFIG:?HSIPIPE_CONFIG (the INI file of the run) is not set; submit with scripts/submit.sh}"
+: "${HSIPIPE_OUT:?HSIPIPE_OUT (the results root of the run) is not set; submit with scripts/submit.sh}"
+: "${HSIPIPE_K:=5}"
+: "${HSIPIPE_RUN_NAME:=$(basename "$HSIPIPE_OUT")}"
+HSIPIPE_CACHE=${HSIPIPE_CACHE:-$HSIPIPE_OUT/cache}
+HSIPIPE_FOLDS_FILE=${HSIPIPE_FOLDS_FILE:-$HSIPIPE_OUT/folds.json}
+HSIPIPE_RUN_DIR=${HSIPIPE_RUN_DIR:-$HSIPIPE_OUT/run}
+HSIPIPE_RUN_ALL_DIR=${HSIPIPE_RUN_ALL_DIR:-$HSIPIPE_OUT/run-all}
+case $HSIPIPE_EXE in
+  /*) HSIPIPE_EXE_PATH=$HSIPIPE_EXE ;;
+  *) HSIPIPE_EXE_PATH=$HSIPIPE_ROOT/$HSIPIPE_EXE ;;
+esac
+
+hsipipe_log() { echo "[hsipipe ${SLURM_JOB_NAME:-job} ${SLURM_JOB_ID:-?} $(date -u +%H:%M:%S)] $*"; }
+
+if [[ -n $HSIPIPE_MODULES ]]; then
+  hsipipe_log "site modules: $HSIPIPE_MODULES"
+  eval "$HSIPIPE_MODULES"
+fi
+[[ -x $HSIPIPE_EXE_PATH ]] || { hsipipe_log "error: $HSIPIPE_EXE_PATH is not an executable (HSIPIPE_EXE)"; exit 2; }
+
+hsipipe_log "host $(hostname -s), job ${SLURM_JOB_ID:-?}${SLURM_ARRAY_TASK_ID:+ array task $SLURM_ARRAY_JOB_ID/$SLURM_ARRAY_TASK_ID}," \
+  "${SLURM_NTASKS:-1} tasks on ${SLURM_JOB_NUM_NODES:-1} node(s), attempt $(( ${SLURM_RESTART_COUNT:-0} + 1 ))"
+
+# Node-local root, evaluated here on the compute node.
+hsipipe_local_root() {
+  local d=${HSIPIPE_LOCAL_DIR:-${SLURM_TMPDIR:-${TMPDIR:-/tmp}}}
+  echo "$d"
+}
+
+# The launcher of the MPI ranks of this job (all its tasks): srun --mpi=PLUGIN, or the MPI library's
+# mpiexec inside the allocation.
+hsipipe_launcher() {
+  case $HSIPIPE_MPI in
+    mpiexec) HSIPIPE_LAUNCH=(mpiexec -n "${SLURM_NTASKS:-1}") ;;
+    *) HSIPIPE_LAUNCH=(srun --mpi="$HSIPIPE_MPI" --kill-on-bad-exit=1) ;;
+  esac
+}
+hsipipe_launcher
+
+# Runs `hsipipe ARGS...` as the MPI ranks of this job.
+hsipipe_launch() { "${HSIPIPE_LAUNCH[@]}" "$HSIPIPE_EXE_PATH" "$@"; }
+
+# Runs `hsipipe ARGS...` once (rank-local commands: folds, report, stage --publish).
+hsipipe_once() { "$HSIPIPE_EXE_PATH" "$@"; }
+
+# Stages the run's cache to node-local disk on every node of the job (one `hsipipe stage` per node;
+# concurrent jobs on a node wait for each other through the lock) and prints the local path.
+hsipipe_stage_cache() {
+  local dest
+  dest="$(hsipipe_local_root)/hsipipe-stage/$HSIPIPE_RUN_NAME/cache"
+  if [[ ${SLURM_JOB_NUM_NODES:-1} -gt 1 ]]; then
+    srun --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --mpi=none \
+      "$HSIPIPE_EXE_PATH" stage "$HSIPIPE_CACHE" "$dest" >&2
+  else
+    "$HSIPIPE_EXE_PATH" stage "$HSIPIPE_CACHE" "$dest" >&2
+  fi
+  echo "$dest"
+}
+
+# The id `scontrol requeue` needs: for an array task ARRAYID_TASK (SLURM_JOB_ID of the first task equals
+# the array's id, and requeueing that would requeue every task).
+hsipipe_self_id() {
+  if [[ -n ${SLURM_ARRAY_JOB_ID:-} ]]; then
+    echo "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+  else
+    echo "$SLURM_JOB_ID"
+  fi
+}
+
+# Exit status of `hsipipe train` after a SIGUSR1/SIGTERM made it checkpoint and stop (src/train/trainer.hpp).
+HSIPIPE_EXIT_PREEMPTED=75
+
+# Runs `hsipipe ARGS...` (a training) on all tasks so that it survives preemption: SIGUSR1 (sent by
+# Slurm to this batch shell --signal=B:USR1@SECONDS before the time limit, or by
+# `scancel --signal=USR1 --batch`) and SIGTERM are forwarded to it; it writes a checkpoint and exits
+# with 75; the job is then requeued and the next attempt resumes (the caller passes --resume).
+hsipipe_run_preemptible() {
+  local child rc signalled=""
+  trap 'signalled=USR1; hsipipe_log "SIGUSR1: asking hsipipe to checkpoint and stop"; kill -USR1 "$child" 2>/dev/null || true' USR1
+  trap 'signalled=TERM; hsipipe_log "SIGTERM: asking hsipipe to checkpoint and stop"; kill -TERM "$child" 2>/dev/null || true' TERM
+  # The launcher itself is the background child, so that the signal reaches it (srun forwards
+  # SIGUSR1/SIGTERM to every task; so does Open MPI's mpiexec).
+  "${HSIPIPE_LAUNCH[@]}" "$HSIPIPE_EXE_PATH" "$@" &
+  child=$!
+  while :; do
+    rc=0
+    wait "$child" || rc=$?
+    # A trap interrupts `wait` while hsipipe still runs (or is an unreaped zombie): wait again.
+    kill -0 "$child" 2>/dev/null || break
+  done
+  trap - USR1 TERM
+  if [[ $rc == "$HSIPIPE_EXIT_PREEMPTED" ]]; then
+    local id
+    id=$(hsipipe_self_id)
+    hsipipe_log "preempted${signalled:+ (SIG$signalled)}: checkpoint written; requeueing $id, the next attempt resumes from it"
+    if scontrol requeue "$id"; then
+      # slurmctld now ends this attempt; leaving first could record it as finished.
+      sleep 300 &
+      wait $! || true
+      exit 0
+    fi
+    hsipipe_log "error: scontrol requeue $id failed (requeue not allowed here?); rerun the job to resume"
+    exit "$rc"
+  fi
+  [[ $rc == 0 ]] || hsipipe_log "error: hsipipe exited with status $rc"
+  return "$rc"
+}

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Submits the hsipipe chain to Slurm as jobs linked by --dependency=afterok:
+#   decode (N ranks) -> folds -> train array (one fold per task, R ranks each) -> report
+# and prints the job ids and where the results and logs will be.
+#
+# Usage: scripts/submit.sh [options] CONFIG
+#   CONFIG            the hsipipe INI file (scenes and [decode], [folds], [train] options), e.g. config/demo.ini
+#   --name NAME       run name (default: CONFIG's file name without .ini); results go to
+#                     $HSIPIPE_SHARED_DIR/NAME unless --out
+#   --out DIR         results root on the shared file system
+#   --site FILE       site settings (default: $HSIPIPE_SITE or config/site.env); environment variables win
+#   --k K             number of folds (default: k= of [folds] in CONFIG, else $HSIPIPE_FOLDS_K, else 5)
+#   --stages LIST     which jobs, comma separated, in chain order: decode,folds,train,report (default)
+#                     and/or train_all (all folds in one job); stages left out must have run before
+#   --all-in-one      the same as --stages decode,folds,train_all
+#   --fold LIST       rerun only these folds (e.g. 2 or 0,3): train array with these tasks, then report;
+#                     the fold directories are removed first so they train from scratch
+#   --after JOBID     the first job waits for JOBID (afterok)
+#   --dry-run         print the sbatch command lines, submit nothing
+# Prints "job STAGE ID" lines, then "results ..." and "logs ..." lines; the same ids are written to
+# OUT/jobs.env (sourceable: HSIPIPE_JOB_DECODE=... ).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+die() { echo "submit.sh: $*" >&2; exit 2; }
+
+name="" out="" site="" k="" stages="decode,folds,train,report" folds_list="" after="" dry=0 config=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --name) name=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --site) site=$2; shift 2 ;;
+    --k) k=$2; shift 2 ;;
+    --stages) stages=$2; shift 2 ;;
+    --all-in-one) stages="decode,folds,train_all"; shift ;;
+    --fold) folds_list=$2; stages="train,report"; shift 2 ;;
+    --after) after=$2; shift 2 ;;
+    --dry-run) dry=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) die "unknown option '$1' (see --help)" ;;
+    *) [[ -z $config ]] || die "one CONFIG only (got '$config' and '$1')"; config=$1; shift ;;
+  esac
+done
+[[ -n $config ]] || { usage >&2; exit 2; }
+[[ -f $config ]] || die "CONFIG '$config' not found"
+config=$(cd "$(dirname "$config")" && pwd)/$(basename "$config")
+
+export HSIPIPE_ROOT=$ROOT
+export HSIPIPE_SITE=${site:-${HSIPIPE_SITE:-$ROOT/config/site.env}}
+[[ -f $HSIPIPE_SITE ]] || die "site file '$HSIPIPE_SITE' not found"
+# shellcheck disable=SC1090
+source "$HSIPIPE_SITE"
+
+# k: command line, else the config's [folds] k (or a top-level k), else the site default, else 5.
+ini_value() {  # ini_value FILE SECTION KEY: the key in [SECTION], else before any section
+  awk -v sec="$2" -v key="$3" '
+    /^[ \t]*[;#]/ {next}
+    /^[ \t]*\[/ {s=$0; gsub(/[ \t\[\]]/, "", s); cur=s; next}
+    { line=$0; i=index(line, "="); if (!i) next
+      kk=substr(line, 1, i-1); v=substr(line, i+1); gsub(/^[ \t]+|[ \t]+$/, "", kk); gsub(/^[ \t]+|[ \t]+$/, "", v)
+      if (kk!=key) next
+      if (cur==sec) {found=v} else if (cur=="" && top=="") {top=v} }
+    END { if (found!="") print found; else if (top!="") print top }' "$1"
+}
+k=${k:-$(ini_value "$config" folds k)}
+k=${k:-${HSIPIPE_FOLDS_K:-5}}
+[[ $k =~ ^[0-9]+$ && $k -ge 2 ]] || die "k must be an integer >= 2 (got '$k')"
+
+name=${name:-$(basename "$config" .ini)}
+out=${out:-$HSIPIPE_SHARED_DIR/$name}
+if [[ $dry == 0 ]]; then
+  mkdir -p "$out/logs" || die "cannot create $out/logs"
+  out=$(cd "$out" && pwd)
+fi
+export HSIPIPE_CONFIG=$config HSIPIPE_OUT=$out HSIPIPE_K=$k HSIPIPE_RUN_NAME=$name
+
+# Options every job gets.
+common=(--parsable --kill-on-invalid-dep=yes)
+[[ -n $HSIPIPE_PARTITION ]] && common+=(--partition="$HSIPIPE_PARTITION")
+[[ -n $HSIPIPE_ACCOUNT ]] && common+=(--account="$HSIPIPE_ACCOUNT")
+[[ -n $HSIPIPE_QOS ]] && common+=(--qos="$HSIPIPE_QOS")
+[[ -n $HSIPIPE_MEM_PER_CPU ]] && common+=(--mem-per-cpu="$HSIPIPE_MEM_PER_CPU")
+# shellcheck disable=SC2206
+[[ -n $HSIPIPE_SBATCH_EXTRA ]] && common+=($HSIPIPE_SBATCH_EXTRA)
+
+train_opts=(--nodes="$HSIPIPE_TRAIN_NODES" --ntasks="$HSIPIPE_TRAIN_TASKS" --cpus-per-task="$HSIPIPE_CPUS_PER_TASK"
+            --requeue --signal="B:USR1@$HSIPIPE_SIGNAL_SECONDS")
+if [[ $HSIPIPE_GPUS_PER_TASK -gt 0 ]]; then
+  train_opts+=(--gpus-per-task="${HSIPIPE_GPU_TYPE:+$HSIPIPE_GPU_TYPE:}$HSIPIPE_GPUS_PER_TASK")
+fi
+
+array="0-$((k - 1))"
+if [[ -n $folds_list ]]; then
+  for f in ${folds_list//,/ }; do
+    [[ $f =~ ^[0-9]+$ && $f -lt $k ]] || die "--fold: '$f' is not a fold of 0..$((k - 1))"
+  done
+  array=$folds_list
+fi
+
+declare -A ids=()
+prev=$after
+submit() {  # submit STAGE SCRIPT OPTIONS...: submits after $prev, records the id
+  local stage=$1 script=$2
+  shift 2
+  local dep=()
+  [[ -n $prev ]] && dep=(--dependency="afterok:$prev")
+  local cmd=(sbatch "${common[@]}" "${dep[@]}" "$@" "$ROOT/jobs/$script")
+  if [[ $dry == 1 ]]; then
+    # A runnable script: JOB_<STAGE>=$(sbatch ...), later jobs depending on $JOB_<PREVIOUS>.
+    local line="" a
+    for a in "${cmd[@]}"; do
+      if [[ $a == --dependency=afterok:\$* ]]; then line+="--dependency=afterok:${a#--dependency=afterok:} "
+      else line+="$(printf '%q' "$a") "; fi
+    done
+    echo "JOB_${stage^^}=\$(${line% })"
+    ids[$stage]="\$JOB_${stage^^}"
+  else
+    local id
+    id=$("${cmd[@]}") || die "sbatch failed for $stage"
+    id=${id%%;*}
+    ids[$stage]=$id
+    echo "job $stage $id"
+  fi
+  prev=${ids[$stage]}
+}
+
+if [[ $dry == 1 ]]; then
+  echo "# environment exported to the jobs:"
+  for v in HSIPIPE_ROOT HSIPIPE_SITE HSIPIPE_CONFIG HSIPIPE_OUT HSIPIPE_K HSIPIPE_RUN_NAME; do echo "#   $v=${!v}"; done
+fi
+IFS=, read -r -a stage_list <<<"$stages"
+for s in "${stage_list[@]}"; do
+  case $s in
+    decode)
+      submit decode decode.sbatch --nodes="$HSIPIPE_DECODE_NODES" --ntasks="$HSIPIPE_DECODE_TASKS" \
+        --time="$HSIPIPE_TIME_DECODE" --output="$out/logs/%x-%j.out"
+      ;;
+    folds)
+      submit folds folds.sbatch --time="$HSIPIPE_TIME_FOLDS" --output="$out/logs/%x-%j.out"
+      ;;
+    train)
+      if [[ -n $folds_list && $dry == 0 ]]; then
+        for f in ${folds_list//,/ }; do rm -rf "$out/run/fold-$f"; done
+      fi
+      submit train train.sbatch --array="$array" "${train_opts[@]}" --time="$HSIPIPE_TIME_TRAIN" \
+        --output="$out/logs/%x-%A_%a.out"
+      ;;
+    train_all)
+      submit train_all train_all.sbatch "${train_opts[@]}" --time="${HSIPIPE_TIME_TRAIN_ALL:-$HSIPIPE_TIME_TRAIN}" \
+        --output="$out/logs/%x-%j.out"
+      ;;
+    report)
+      submit report report.sbatch --time="$HSIPIPE_TIME_REPORT" --output="$out/logs/%x-%j.out"
+      ;;
+    *) die "--stages: unknown stage '$s' (decode, folds, train, report, train_all)" ;;
+  esac
+done
+
+if [[ $dry == 0 ]]; then
+  {
+    for s in "${!ids[@]}"; do echo "HSIPIPE_JOB_${s^^}=${ids[$s]}"; done
+    echo "HSIPIPE_OUT=$out"
+  } >"$out/jobs.env.tmp" && mv "$out/jobs.env.tmp" "$out/jobs.env"
+fi
+echo "results $out"
+echo "  cache   $out/cache"
+echo "  folds   $out/folds.json"
+[[ ,$stages, == *,train,* ]] && echo "  fold-I  $out/run/fold-I/ (I in $array)"
+[[ ,$stages, == *,report,* ]] && echo "  summary $out/run/summary.json, summary.md"
+[[ ,$stages, == *,train_all,* ]] && echo "  summary $out/run-all/summary.json (train_all)"
+echo "logs    $out/logs"
