@@ -87,38 +87,69 @@ hsipipe_self_id() {
 
 # Exit status of `hsipipe train` after a SIGUSR1/SIGTERM made it checkpoint and stop (src/train/trainer.hpp).
 HSIPIPE_EXIT_PREEMPTED=75
+HSIPIPE_SIGNALLED=""
+HSIPIPE_CHILD=""
 
-# Runs `hsipipe ARGS...` (a training) on all tasks so that it survives preemption: SIGUSR1 (sent by
-# Slurm to this batch shell --signal=B:USR1@SECONDS before the time limit, or by
-# `scancel --signal=USR1 --batch`) and SIGTERM are forwarded to it; it writes a checkpoint and exits
-# with 75; the job is then requeued and the next attempt resumes (the caller passes --resume).
+hsipipe_on_signal() {
+  if [[ -n ${HSIPIPE_REQUEUEING:-} ]]; then
+    hsipipe_log "SIG$1: this attempt ends (requeued)"
+    return
+  fi
+  HSIPIPE_SIGNALLED=$1
+  if [[ -n $HSIPIPE_CHILD ]]; then
+    hsipipe_log "SIG$1: asking hsipipe to checkpoint and stop"
+    kill -"$1" "$HSIPIPE_CHILD" 2>/dev/null || true
+  else
+    hsipipe_log "SIG$1 before training started: the job will requeue without training"
+  fi
+}
+
+# Preemption handling for a training job; call it first thing, so that a signal arriving while the
+# cache is being staged is not fatal (bash's default for SIGUSR1 is to exit).
+#  - SIGUSR1 (sent by Slurm to this batch shell --signal=B:USR1@SECONDS before the time limit, or by
+#    `scancel --signal=USR1 --batch`) and SIGTERM are forwarded to hsipipe, which writes
+#    RUN_DIR/fold-I/checkpoint.pt and exits with 75;
+#  - the job then requeues itself (it was submitted with --requeue) and the next attempt resumes from
+#    the checkpoint (the caller passes --resume).
+hsipipe_trap_preemption() {
+  trap 'hsipipe_on_signal USR1' USR1
+  trap 'hsipipe_on_signal TERM' TERM
+}
+
+# Requeues this job (array task) and waits for slurmctld to end this attempt.
+hsipipe_requeue() {
+  local id
+  id=$(hsipipe_self_id)
+  hsipipe_log "requeueing $id; the next attempt resumes from the checkpoint"
+  HSIPIPE_REQUEUEING=1
+  if scontrol requeue "$id"; then
+    # slurmctld now ends this attempt; leaving first could record it as finished.
+    sleep 300 &
+    wait $! || true
+    exit 0
+  fi
+  hsipipe_log "error: scontrol requeue $id failed (job cancelled, or requeue not allowed here); rerun it to resume"
+  exit "$HSIPIPE_EXIT_PREEMPTED"
+}
+
+# Runs `hsipipe ARGS...` (a training) on all tasks under the preemption handling above.
 hsipipe_run_preemptible() {
-  local child rc signalled=""
-  trap 'signalled=USR1; hsipipe_log "SIGUSR1: asking hsipipe to checkpoint and stop"; kill -USR1 "$child" 2>/dev/null || true' USR1
-  trap 'signalled=TERM; hsipipe_log "SIGTERM: asking hsipipe to checkpoint and stop"; kill -TERM "$child" 2>/dev/null || true' TERM
+  local rc
+  [[ -z $HSIPIPE_SIGNALLED ]] || hsipipe_requeue
   # The launcher itself is the background child, so that the signal reaches it (srun forwards
   # SIGUSR1/SIGTERM to every task; so does Open MPI's mpiexec).
   "${HSIPIPE_LAUNCH[@]}" "$HSIPIPE_EXE_PATH" "$@" &
-  child=$!
+  HSIPIPE_CHILD=$!
   while :; do
     rc=0
-    wait "$child" || rc=$?
+    wait "$HSIPIPE_CHILD" || rc=$?
     # A trap interrupts `wait` while hsipipe still runs (or is an unreaped zombie): wait again.
-    kill -0 "$child" 2>/dev/null || break
+    kill -0 "$HSIPIPE_CHILD" 2>/dev/null || break
   done
-  trap - USR1 TERM
+  HSIPIPE_CHILD=""
   if [[ $rc == "$HSIPIPE_EXIT_PREEMPTED" ]]; then
-    local id
-    id=$(hsipipe_self_id)
-    hsipipe_log "preempted${signalled:+ (SIG$signalled)}: checkpoint written; requeueing $id, the next attempt resumes from it"
-    if scontrol requeue "$id"; then
-      # slurmctld now ends this attempt; leaving first could record it as finished.
-      sleep 300 &
-      wait $! || true
-      exit 0
-    fi
-    hsipipe_log "error: scontrol requeue $id failed (requeue not allowed here?); rerun the job to resume"
-    exit "$rc"
+    hsipipe_log "preempted${HSIPIPE_SIGNALLED:+ (SIG$HSIPIPE_SIGNALLED)}: hsipipe wrote its checkpoint"
+    hsipipe_requeue
   fi
   [[ $rc == 0 ]] || hsipipe_log "error: hsipipe exited with status $rc"
   return "$rc"
