@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The test cluster itself and the chain mechanics, without hsipipe: runs under
+# scripts/slurm_test_cluster.sh run (SLURM_CONF and HSIPIPE_SLURM_DIR set). A batch job, an MPI job
+# through srun --mpi=pmix (the default MPI plugin of config/site.env), a dependency chain that stops at
+# a failing job, and scripts/submit.sh --dry-run.
+source "$(dirname "$0")/common.sh"
+: "${SLURM_CONF:?run under scripts/slurm_test_cluster.sh run}"
+W=$HSIPIPE_SLURM_DIR/work-basics
+mkdir -p "$W"
+
+wait_done() {  # wait_done JOBID...: until none is PENDING/RUNNING/...; 120 s at most
+  local id state
+  for _ in $(seq 1 240); do
+    local busy=0
+    for id in "$@"; do
+      state=$(scontrol show job "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | sort -u | tr '\n' ' ')
+      [[ $state =~ PENDING|RUNNING|CONFIGURING|COMPLETING|REQUEUE|SUSPENDED ]] && busy=1
+    done
+    ((busy)) || return 0
+    sleep 0.5
+  done
+  fail "jobs $* still running after 120 s"
+}
+job_state() { scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
+
+# A batch job.
+j1=$(sbatch --parsable -o "$W/j1.out" --wrap 'echo "hello from $SLURM_JOB_ID on $(hostname -s)"')
+wait_done "$j1"
+[[ $(job_state "$j1") == COMPLETED ]] || fail "batch job: $(job_state "$j1")"
+grep -q "hello from $j1" "$W/j1.out" || fail "batch job output: $(cat "$W/j1.out")"
+ok "batch job"
+
+# srun's PMIx plugin starts the tasks as PMIx clients (the MPI start-up itself is exercised by the
+# 2-rank decode of the chain test).
+out=$(srun --mpi=pmix -n 2 bash -c 'echo "rank $PMIX_RANK of $SLURM_NTASKS"' | sort)
+[[ $out == $'rank 0 of 2\nrank 1 of 2' ]] || fail "srun --mpi=pmix: $out"
+ok "srun --mpi=pmix gives PMIx ranks"
+
+# A dependency chain: b waits for a, c for b; a failing job cancels its dependents.
+a=$(sbatch --parsable -o "$W/a.out" --wrap 'sleep 1; date +%s.%N > '"$W"'/a.t')
+b=$(sbatch --parsable -o "$W/b.out" --dependency="afterok:$a" --kill-on-invalid-dep=yes --wrap 'date +%s.%N > '"$W"'/b.t')
+f=$(sbatch --parsable -o "$W/f.out" --dependency="afterok:$b" --kill-on-invalid-dep=yes --wrap 'exit 3')
+g=$(sbatch --parsable -o "$W/g.out" --dependency="afterok:$f" --kill-on-invalid-dep=yes --wrap 'touch '"$W"'/g.ran')
+wait_done "$a" "$b" "$f" "$g"
+[[ $(job_state "$a") == COMPLETED && $(job_state "$b") == COMPLETED ]] || fail "chain: a $(job_state "$a"), b $(job_state "$b")"
+"$PY" -c "import sys; a, b = (float(open(p).read()) for p in sys.argv[1:]); sys.exit(0 if b >= a else 1)" "$W/a.t" "$W/b.t" \
+  || fail "b ran before a finished"
+[[ $(job_state "$f") == FAILED ]] || fail "failing job: $(job_state "$f")"
+[[ $(job_state "$g") == CANCELLED && ! -e $W/g.ran ]] || fail "dependent of a failed job: $(job_state "$g")"
+ok "afterok chain, and a failure cancels its dependents"
+
+# submit.sh --dry-run: the four sbatch lines of the chain, each depending on the previous one.
+printf '[folds]\nk = 4\n' >"$W/x.ini"
+out=$(HSIPIPE_SHARED_DIR=$W/shared "$HSIPIPE_SOURCE_DIR/scripts/submit.sh" --dry-run "$W/x.ini")
+echo "$out"
+[[ ! -e $W/shared ]] || fail "--dry-run created files"
+[[ $(grep -c '^JOB_[A-Z]*=$(sbatch ' <<<"$out") == 4 ]] || fail "--dry-run: not 4 sbatch lines"
+grep -q 'JOB_TRAIN=.*--dependency=afterok:$JOB_FOLDS .*--array=0-3 .*--requeue --signal=B:USR1@' <<<"$out" \
+  || fail "--dry-run: train line"
+grep -q 'JOB_REPORT=.*--dependency=afterok:$JOB_TRAIN ' <<<"$out" || fail "--dry-run: report line"
+out=$(HSIPIPE_SHARED_DIR=$W/shared HSIPIPE_PARTITION=gpu HSIPIPE_GPUS_PER_TASK=1 HSIPIPE_GPU_TYPE=a100 \
+  "$HSIPIPE_SOURCE_DIR/scripts/submit.sh" --dry-run --fold 2 "$W/x.ini")
+grep -q -- '--partition=gpu .*--array=2 .*--gpus-per-task=a100:1' <<<"$out" || fail "--dry-run with site settings: $out"
+ok "submit.sh --dry-run"
+echo PASS
