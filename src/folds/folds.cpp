@@ -505,7 +505,7 @@ T as_int(const nlohmann::json& j, const char* key, const std::string& path, T lo
   if (!v.is_number_integer()) throw FormatError(path, key, "expected an integer, got " + v.dump().substr(0, 40));
   if (v.is_number_unsigned()) {
     const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi)) throw FormatError(path, key, "value " + v.dump() + " out of range");
+    if (u > static_cast<std::uint64_t>(hi) || (lo > T{0} && u < static_cast<std::uint64_t>(lo))) throw FormatError(path, key, "value " + v.dump() + " out of range");
     return static_cast<T>(u);
   }
   const auto s = v.get<std::int64_t>();

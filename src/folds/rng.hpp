@@ -12,17 +12,22 @@
 
 namespace hsipipe::folds {
 
-/// Full 128-bit product of two 64-bit values: {high 64 bits, low 64 bits}.
+/// Full 128-bit product of two 64-bit values from 32-bit halves: {high 64 bits, low 64 bits}.
+constexpr std::pair<std::uint64_t, std::uint64_t> mul_64x64_portable(std::uint64_t a, std::uint64_t b) noexcept {
+  const std::uint64_t a_lo = a & 0xffffffffULL, a_hi = a >> 32, b_lo = b & 0xffffffffULL, b_hi = b >> 32;
+  const std::uint64_t ll = a_lo * b_lo, lh = a_lo * b_hi, hl = a_hi * b_lo, hh = a_hi * b_hi;
+  const std::uint64_t mid = (ll >> 32) + (lh & 0xffffffffULL) + (hl & 0xffffffffULL);
+  return {hh + (lh >> 32) + (hl >> 32) + (mid >> 32), (mid << 32) | (ll & 0xffffffffULL)};
+}
+
+/// Full 128-bit product: the compiler's 128-bit integer where it has one, else mul_64x64_portable.
 inline std::pair<std::uint64_t, std::uint64_t> mul_64x64(std::uint64_t a, std::uint64_t b) noexcept {
 #if defined(__SIZEOF_INT128__)
   __extension__ typedef unsigned __int128 u128;
   const u128 m = static_cast<u128>(a) * b;
   return {static_cast<std::uint64_t>(m >> 64), static_cast<std::uint64_t>(m)};
 #else
-  const std::uint64_t a_lo = a & 0xffffffffULL, a_hi = a >> 32, b_lo = b & 0xffffffffULL, b_hi = b >> 32;
-  const std::uint64_t ll = a_lo * b_lo, lh = a_lo * b_hi, hl = a_hi * b_lo, hh = a_hi * b_hi;
-  const std::uint64_t mid = (ll >> 32) + (lh & 0xffffffffULL) + (hl & 0xffffffffULL);
-  return {hh + (lh >> 32) + (hl >> 32) + (mid >> 32), (mid << 32) | (ll & 0xffffffffULL)};
+  return mul_64x64_portable(a, b);
 #endif
 }
 
