@@ -40,8 +40,18 @@ LabelImage read_labels(const SceneSpec& spec) {
   std::vector<float> buf(img.rows * img.cols);
   scene->read_rows(0, img.rows, buf.data());
   img.labels.resize(buf.size());
+  // read_rows() turns nodata pixels into NaN; for a label raster with an integral nodata value they
+  // become that integer again (an integer raster without nodata never holds NaN).
+  std::optional<std::int32_t> nodata;
+  if (const auto ig = scene->ignore_value(); ig && *ig == std::floor(*ig) && std::fabs(*ig) <= 2.0e9) {
+    nodata = static_cast<std::int32_t>(*ig);
+  }
   for (std::size_t i = 0; i < buf.size(); ++i) {
     const float v = buf[i];
+    if (std::isnan(v) && nodata) {
+      img.labels[i] = *nodata;
+      continue;
+    }
     if (!std::isfinite(v) || v != std::floor(v) || std::fabs(v) > 2.0e9f) {
       throw FormatError(spec.str(), "label value",
                         "pixel (row " + std::to_string(i / img.cols) + ", col " + std::to_string(i % img.cols) +
@@ -50,6 +60,16 @@ LabelImage read_labels(const SceneSpec& spec) {
     img.labels[i] = static_cast<std::int32_t>(v);
   }
   return img;
+}
+
+void check_labels_match(const Scene& scene, const LabelImage& labels) {
+  if (labels.rows == scene.rows() && labels.cols == scene.cols()) return;
+  const auto files = scene.source_files();
+  const std::string scene_name = files.empty() ? std::string("the scene") : files.front();
+  throw FormatError(labels.source, "dimensions",
+                    "label raster is " + std::to_string(labels.rows) + " x " + std::to_string(labels.cols) +
+                        " (rows x cols) but the scene " + scene_name + " is " + std::to_string(scene.rows()) +
+                        " x " + std::to_string(scene.cols()));
 }
 
 }  // namespace hsipipe::io

@@ -134,6 +134,12 @@ struct LabelImage {
 
 /// Reads a label raster in any scene format (must have one band and integral values);
 /// throws FormatError naming the file when a value is not an integer or there is more than one band.
+/// A pixel equal to the raster's integral nodata/ignore value (masked to NaN by read_rows()) comes back
+/// as that integer, so the caller's `unlabeled` value decides what it means (0 by default).
 LabelImage read_labels(const SceneSpec& spec);
+
+/// Throws FormatError naming the label file (field "dimensions") when `labels` is not rows() x cols()
+/// of `scene`: every place where a scene and its labels meet calls this before using them together.
+void check_labels_match(const Scene& scene, const LabelImage& labels);
 
 }  // namespace hsipipe::io

@@ -1,0 +1,312 @@
+// io/matlab_reader: MATLAB .mat scenes (v4, v5 plain and zlib-compressed, v7.3) through libmatio.
+//
+// An H x W x B MATLAB array is column-major: element (r, c, b) sits at r + c*H + b*H*W. The scene
+// keeps MATLAB's indexing, so pixel (r, c) here is A(r+1, c+1, :) in MATLAB. A 2-D H x W array is a
+// 1-band scene (label rasters).
+//
+// Reading a block of rows:
+//  - v7.3 (HDF5 inside) and uncompressed v5: Mat_VarReadData with a hyperslab of rows [r0, r1) — only
+//    those rows are read.
+//  - compressed v5: zlib streams cannot be entered in the middle, so matio would inflate the variable
+//    from its start for every block. The first read_rows() therefore decodes the whole variable once
+//    and keeps it as float32 BIP inside the Scene (under the mutex below); later blocks are copies.
+//    Above kMaxCacheBytes the scene falls back to per-block hyperslab reads (bounded memory, slow).
+//
+// Thread-safety: a mat_t holds a FILE* / HDF5 handle with a position and matio is not thread-safe, so
+// every matio call on the open file (and the cache fill) happens under one mutex per Scene; concurrent
+// read_rows() calls serialise on it (copies out of the cache run outside the lock).
+#include <matio.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include "core/error.hpp"
+#include "io/array_choice.hpp"
+#include "io/readers.hpp"
+#include "io/strided_decode.hpp"
+
+namespace hsipipe::io {
+
+namespace {
+
+constexpr std::uint64_t kMaxCacheBytes = std::uint64_t{2} << 30;  // float32 cache of a compressed v5 variable
+
+// matio reports problems through a log callback; keep the last message of this thread for our errors
+// instead of letting matio print to stderr.
+thread_local std::string g_matio_last_message;
+void matio_log(int level, char* message) {
+  if (level & (MATIO_LOG_LEVEL_ERROR | MATIO_LOG_LEVEL_CRITICAL | MATIO_LOG_LEVEL_WARNING)) {
+    g_matio_last_message = message ? message : "";
+  }
+}
+void init_matio_logging() {
+  static std::once_flag once;
+  std::call_once(once, [] { Mat_LogInitFunc("hsipipe", matio_log); });
+}
+std::string matio_says() {
+  std::string m = std::move(g_matio_last_message);
+  g_matio_last_message.clear();
+  return m.empty() ? "" : " (libmatio: " + m + ")";
+}
+
+struct MatCloser {
+  void operator()(mat_t* m) const noexcept { Mat_Close(m); }
+};
+using MatFile = std::unique_ptr<mat_t, MatCloser>;
+struct MatVarFreer {
+  void operator()(matvar_t* v) const noexcept { Mat_VarFree(v); }
+};
+using MatVar = std::unique_ptr<matvar_t, MatVarFreer>;
+
+const char* class_name(matio_classes c) {
+  switch (c) {
+    case MAT_C_EMPTY: return "empty";
+    case MAT_C_CELL: return "cell";
+    case MAT_C_STRUCT: return "struct";
+    case MAT_C_OBJECT: return "object";
+    case MAT_C_CHAR: return "char";
+    case MAT_C_SPARSE: return "sparse";
+    case MAT_C_DOUBLE: return "double";
+    case MAT_C_SINGLE: return "single";
+    case MAT_C_INT8: return "int8";
+    case MAT_C_UINT8: return "uint8";
+    case MAT_C_INT16: return "int16";
+    case MAT_C_UINT16: return "uint16";
+    case MAT_C_INT32: return "int32";
+    case MAT_C_UINT32: return "uint32";
+    case MAT_C_INT64: return "int64";
+    case MAT_C_UINT64: return "uint64";
+    case MAT_C_FUNCTION: return "function";
+    case MAT_C_OPAQUE: return "opaque";
+  }
+  return "unknown";
+}
+
+bool numeric_class(matio_classes c) {
+  switch (c) {
+    case MAT_C_DOUBLE: case MAT_C_SINGLE: case MAT_C_INT8: case MAT_C_UINT8: case MAT_C_INT16:
+    case MAT_C_UINT16: case MAT_C_INT32: case MAT_C_UINT32: case MAT_C_INT64: case MAT_C_UINT64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// The MATLAB class as a DType. hsipipe has no int8 DType: int8 reports int16, which holds it exactly.
+DType class_dtype(matio_classes c) {
+  switch (c) {
+    case MAT_C_DOUBLE: return DType::f64;
+    case MAT_C_SINGLE: return DType::f32;
+    case MAT_C_INT8: return DType::i16;
+    case MAT_C_UINT8: return DType::u8;
+    case MAT_C_INT16: return DType::i16;
+    case MAT_C_UINT16: return DType::u16;
+    case MAT_C_INT32: return DType::i32;
+    case MAT_C_UINT32: return DType::u32;
+    case MAT_C_INT64: return DType::i64;
+    case MAT_C_UINT64: return DType::u64;
+    default: throw std::logic_error("class_dtype: not a numeric MATLAB class");
+  }
+}
+
+/// Calls f(T{}) with T the C++ type matio stores class `c` as in memory.
+template <class F>
+decltype(auto) with_class_type(matio_classes c, F&& f) {
+  switch (c) {
+    case MAT_C_DOUBLE: return f(double{});
+    case MAT_C_SINGLE: return f(float{});
+    case MAT_C_INT8: return f(std::int8_t{});
+    case MAT_C_UINT8: return f(std::uint8_t{});
+    case MAT_C_INT16: return f(std::int16_t{});
+    case MAT_C_UINT16: return f(std::uint16_t{});
+    case MAT_C_INT32: return f(std::int32_t{});
+    case MAT_C_UINT32: return f(std::uint32_t{});
+    case MAT_C_INT64: return f(std::int64_t{});
+    case MAT_C_UINT64: return f(std::uint64_t{});
+    default: throw std::logic_error("with_class_type: not a numeric MATLAB class");
+  }
+}
+
+std::string version_name(mat_ft v) {
+  switch (v) {
+    case MAT_FT_MAT4: return "MATLAB v4";
+    case MAT_FT_MAT5: return "MATLAB v5";
+    case MAT_FT_MAT73: return "MATLAB v7.3";
+    default: return "MATLAB";
+  }
+}
+
+detail::ArrayEntry entry_of(const matvar_t& v) {
+  detail::ArrayEntry e;
+  e.name = v.name ? v.name : "";
+  for (int i = 0; i < v.rank; ++i) e.dims.push_back(v.dims[i]);
+  e.type = std::string(v.isComplex ? "complex " : "") + (v.isLogical ? "logical" : class_name(v.class_type));
+  e.numeric = numeric_class(v.class_type) && !v.isComplex;
+  return e;
+}
+
+class MatlabScene final : public Scene {
+ public:
+  MatlabScene(std::string path, MatFile file, MatVar var)
+      : path_(std::move(path)), file_(std::move(file)), var_(std::move(var)) {
+    rows_ = var_->dims[0];
+    cols_ = var_->rank >= 2 ? var_->dims[1] : 1;
+    bands_ = var_->rank >= 3 ? var_->dims[2] : 1;
+    compressed_ = var_->compression == MAT_COMPRESSION_ZLIB;
+    version_ = Mat_GetVersion(file_.get());
+    const std::uint64_t cube = static_cast<std::uint64_t>(rows_) * cols_ * bands_ * sizeof(float);
+    use_cache_ = compressed_ && version_ == MAT_FT_MAT5 && cube <= kMaxCacheBytes;
+  }
+
+  std::size_t rows() const override { return rows_; }
+  std::size_t cols() const override { return cols_; }
+  std::size_t bands() const override { return bands_; }
+  DType source_type() const override { return class_dtype(var_->class_type); }
+  const BandInfo& band_info() const override { return info_; }
+  std::optional<double> ignore_value() const override { return std::nullopt; }
+  std::string format() const override { return version_name(version_); }
+  std::vector<std::string> source_files() const override { return {path_}; }
+  std::uint64_t bytes_read() const override { return bytes_read_.load(); }
+
+  std::vector<std::pair<std::string, std::string>> details() const override {
+    std::string dims = std::to_string(rows_) + " x " + std::to_string(cols_);
+    if (var_->rank >= 3) dims += " x " + std::to_string(bands_);
+    std::vector<std::pair<std::string, std::string>> d{
+        {"variable", var_->name ? var_->name : ""},
+        {"MATLAB class", var_->isLogical ? "logical" : class_name(var_->class_type)},
+        {"MATLAB size", dims},
+        {"layout", "column-major (pixel (r, c) = A(r+1, c+1, :))"},
+        {"compression", compressed_ ? "zlib" : "none"}};
+    if (compressed_) {
+      d.emplace_back("block reads", use_cache_ ? "whole variable decoded once, kept in memory"
+                                               : "hyperslab per block (re-inflates from the start)");
+    }
+    return d;
+  }
+
+  void read_rows(std::size_t r0, std::size_t r1, float* out) const override {
+    if (r0 > r1 || r1 > rows_) {
+      throw std::out_of_range(path_ + ": read_rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
+                              ") outside 0.." + std::to_string(rows_));
+    }
+    if (r0 == r1) return;
+    const std::size_t plane = cols_ * bands_;
+    if (use_cache_) {
+      fill_cache();
+      std::memcpy(out, cache_.data() + r0 * plane, (r1 - r0) * plane * sizeof(float));
+      return;
+    }
+    read_slab(r0, r1, out);
+  }
+
+ private:
+  // Hyperslab rows [r0, r1) x all columns x all bands, column-major in the class's type, then to BIP.
+  void read_slab(std::size_t r0, std::size_t r1, float* out) const {
+    const std::size_t n = r1 - r0;
+    with_class_type(var_->class_type, [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<T> buf(n * cols_ * bands_);
+      int start[3] = {static_cast<int>(r0), 0, 0};
+      int stride[3] = {1, 1, 1};
+      int edge[3] = {static_cast<int>(n), static_cast<int>(cols_), static_cast<int>(bands_)};
+      {
+        std::lock_guard lock(mu_);
+        if (Mat_VarReadData(file_.get(), var_.get(), buf.data(), start, stride, edge) != 0) {
+          throw FormatError(path_, var_->name ? var_->name : "variable",
+                            "cannot read rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) +
+                                " (truncated or corrupt file)" + matio_says());
+        }
+      }
+      bytes_read_ += buf.size() * sizeof(T);
+      const auto ni = static_cast<std::ptrdiff_t>(n);
+      detail::gather_to_bip(buf.data(), {1, ni, ni * static_cast<std::ptrdiff_t>(cols_)}, n, cols_, bands_,
+                            std::nullopt, out);
+    });
+  }
+
+  void fill_cache() const {
+    std::lock_guard lock(mu_);
+    if (cache_ready_) return;
+    std::vector<float> cube(rows_ * cols_ * bands_);
+    read_slab_locked_whole(cube.data());
+    cache_ = std::move(cube);
+    cache_ready_ = true;
+  }
+  // The whole variable in one Mat_VarReadData call (one inflate pass); mu_ is held by the caller.
+  void read_slab_locked_whole(float* out) const {
+    with_class_type(var_->class_type, [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<T> buf(rows_ * cols_ * bands_);
+      int start[3] = {0, 0, 0};
+      int stride[3] = {1, 1, 1};
+      int edge[3] = {static_cast<int>(rows_), static_cast<int>(cols_), static_cast<int>(bands_)};
+      if (Mat_VarReadData(file_.get(), var_.get(), buf.data(), start, stride, edge) != 0) {
+        throw FormatError(path_, var_->name ? var_->name : "variable",
+                          "cannot decode the compressed variable (truncated or corrupt file)" + matio_says());
+      }
+      bytes_read_ += buf.size() * sizeof(T);
+      const auto h = static_cast<std::ptrdiff_t>(rows_);
+      detail::gather_to_bip(buf.data(), {1, h, h * static_cast<std::ptrdiff_t>(cols_)}, rows_, cols_, bands_,
+                            std::nullopt, out);
+    });
+  }
+
+  std::string path_;
+  MatFile file_;
+  MatVar var_;
+  std::size_t rows_ = 0, cols_ = 0, bands_ = 0;
+  bool compressed_ = false, use_cache_ = false;
+  mat_ft version_ = MAT_FT_MAT5;
+  BandInfo info_;
+  mutable std::mutex mu_;                // guards file_/var_ (matio) and the cache fill
+  mutable bool cache_ready_ = false;     // under mu_
+  mutable std::vector<float> cache_;     // written once under mu_, then read-only
+  mutable std::atomic<std::uint64_t> bytes_read_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<Scene> open_matlab(const SceneSpec& spec) {
+  init_matio_logging();
+  const std::string& path = spec.path;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw IoError(path, "no such file");
+  MatFile file(Mat_Open(path.c_str(), MAT_ACC_RDONLY));
+  if (!file) {
+    throw FormatError(path, "header", "not a MATLAB .mat file libmatio can open (v4, v5 or v7.3)" + matio_says());
+  }
+
+  // List every variable (header information only, no data).
+  std::vector<detail::ArrayEntry> entries;
+  while (MatVar v{Mat_VarReadNextInfo(file.get())}) entries.push_back(entry_of(*v));
+  Mat_Rewind(file.get());
+
+  const detail::ArrayEntry& chosen = spec.variable.empty()
+                                         ? detail::choose_default_array(entries, path, "variable")
+                                         : detail::find_array(entries, spec.variable, path, "variable");
+  if (!chosen.numeric) {
+    throw FormatError(path, chosen.name,
+                      "variable is " + chosen.type + ", not a real numeric array (int8..uint64, single, double)");
+  }
+  if (chosen.dims.size() < 2 || chosen.dims.size() > 3) {
+    throw FormatError(path, chosen.name,
+                      "variable has " + std::to_string(chosen.dims.size()) +
+                          " dimensions; a scene is H x W x B (or H x W for one band)");
+  }
+  for (std::size_t d : chosen.dims) {
+    if (d == 0) throw FormatError(path, chosen.name, "variable is empty");
+    if (d > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+      throw FormatError(path, chosen.name, "a dimension exceeds what libmatio can address (2^31 - 1)");
+    }
+  }
+  MatVar var(Mat_VarReadInfo(file.get(), chosen.name.c_str()));
+  if (!var) throw FormatError(path, chosen.name, "cannot read the variable's header" + matio_says());
+  return std::make_unique<MatlabScene>(path, std::move(file), std::move(var));
+}
+
+}  // namespace hsipipe::io

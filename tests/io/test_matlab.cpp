@@ -1,0 +1,95 @@
+// MATLAB reader against scipy.io.loadmat (v5) and h5py/numpy (v7.3 written in MATLAB's layout).
+#include <map>
+
+#include "io/format_check.hpp"
+#include "io/readers.hpp"
+
+using namespace hsipipe;
+using hsipipe::test::fixtures;
+
+TEST_CASE("MATLAB v5 every numeric class, plain and compressed, equals scipy.io.loadmat", "[matlab]") {
+  const auto& m = fixtures("matlab").manifest;
+  int n = 0;
+  for (const auto& e : m.at("scenes")) {
+    const std::string name = e.at("name");
+    if (name.rfind("cube_", 0) != 0) continue;
+    auto s = test::check_scene(e, 3);
+    CHECK(s->format() == "MATLAB v5");
+    ++n;
+  }
+  CHECK(n == 20);  // 10 classes x {plain, compressed}
+}
+
+TEST_CASE("MATLAB source types follow the MATLAB class", "[matlab]") {
+  const auto& m = fixtures("matlab").manifest;
+  const std::map<std::string, DType> want{{"int8", DType::i16},  {"uint8", DType::u8},   {"int16", DType::i16},
+                                          {"uint16", DType::u16}, {"int32", DType::i32}, {"uint32", DType::u32},
+                                          {"int64", DType::i64}, {"uint64", DType::u64}, {"float32", DType::f32},
+                                          {"float64", DType::f64}};
+  for (const auto& [cls, dt] : want) {
+    auto s = io::open_scene(io::SceneSpec::parse(test::entry(m, "cube_" + cls + "_z").at("spec")));
+    INFO(cls);
+    CHECK(s->source_type() == dt);
+  }
+}
+
+TEST_CASE("MATLAB float NaN masks the whole pixel", "[matlab]") {
+  const auto& m = fixtures("matlab").manifest;
+  auto s = io::open_scene(io::SceneSpec::parse(test::entry(m, "cube_float32_u").at("spec")));
+  std::vector<float> row(s->cols() * s->bands());
+  s->read_rows(2, 3, row.data());
+  for (std::size_t b = 0; b < s->bands(); ++b) CHECK(std::isnan(row[3 * s->bands() + b]));
+  CHECK_FALSE(std::isnan(row[2 * s->bands()]));
+}
+
+TEST_CASE("MATLAB v7.3 (HDF5 inside) contiguous and chunked", "[matlab]") {
+  const auto& m = fixtures("matlab").manifest;
+  for (const char* name : {"v73_int16_contig", "v73_float64_chunked", "v73_uint8_chunked"}) {
+    auto s = test::check_scene(test::entry(m, name), 2);
+    CHECK(s->format() == "MATLAB v7.3");
+  }
+  test::check_concurrent(test::entry(m, "v73_float64_chunked"));
+}
+
+TEST_CASE("MATLAB label rasters: 2-D variable chosen by default", "[matlab][labels]") {
+  const auto& m = fixtures("matlab").manifest;
+  for (const char* name : {"labels5", "v73_labels"}) {
+    test::check_scene(test::entry(m, name));
+    test::check_labels(test::entry(m, name));
+  }
+}
+
+TEST_CASE("MATLAB compressed v5 is decoded once and read concurrently", "[matlab]") {
+  const auto& m = fixtures("matlab").manifest;
+  test::check_concurrent(test::entry(m, "cube_int16_z"));
+  test::check_concurrent(test::entry(m, "cube_float64_u"));
+}
+
+TEST_CASE("MATLAB bad input names the file and the variables", "[matlab][errors]") {
+  test::check_errors(fixtures("matlab").manifest);
+}
+
+TEST_CASE("SalinasA.mat equals scipy.io.loadmat bit for bit, labels count per class", "[matlab][shared]") {
+  const std::string data = test::shared_data();
+  if (data.empty()) {
+    if (test::in_ci()) FAIL("../shared/data is missing (CI=true)");
+    WARN("SKIPPED: ../shared/data is missing");
+    return;
+  }
+  const auto& m = fixtures("salinas", data).manifest;
+  auto s = test::check_scene(test::entry(m, "salinasA"), 16);
+  CHECK(s->rows() == 83);
+  CHECK(s->cols() == 86);
+  CHECK(s->bands() == 224);
+  CHECK(s->format() == "MATLAB v5");
+  test::check_concurrent(test::entry(m, "salinasA"));
+
+  const auto& gt = test::entry(m, "salinasA_gt");
+  const io::LabelImage img = test::check_labels(gt);
+  std::map<int, int> counts;
+  for (auto v : img.labels) ++counts[v];
+  const std::map<int, int> want{{0, 83 * 86 - 5348}, {1, 391}, {10, 1343}, {11, 616}, {12, 1525}, {13, 674}, {14, 799}};
+  CHECK(counts == want);
+  for (const auto& [cls, n] : gt.at("counts").items()) CHECK(counts[std::stoi(cls)] == n.get<int>());
+  CHECK_NOTHROW(io::check_labels_match(*s, img));
+}
