@@ -1,0 +1,89 @@
+#pragma once
+// cache/decode: `hsipipe decode`, the collective decode of scenes into one cache (see cache.hpp for
+// the format) and `hsipipe verify`.
+//
+// decode() is COLLECTIVE over `comm`. How the work is shared (every rank computes the same plan):
+//  - Sample table: labels are read on every rank (small). For a scene without labels every valid
+//    pixel is a sample (label -1); validity needs the pixels, so those scenes get a validity pass:
+//    each rank decodes rows split_range(H, R, rank) of the scene, marks pixels whose bands are not
+//    NaN, and the masks are all-gathered. The table is then identical on every rank.
+//  - Layouts pixel/patch: samples split_range(N, R, rank); a rank decodes only the rows of its
+//    samples plus p/2 halo rows, in blocks of rows (bounded memory), and writes its samples.
+//    Layout cube: each scene's rows split_range(H_s, R, rank); the rank writes those cube rows.
+//    labels/coords: every rank writes its sample range.
+//  - Statistics are per scene ROW partials (see preprocess.hpp), each row owned by one rank: the rank
+//    holding the row's first sample (labeled statistics, pixel/patch) or the rank whose cube row split
+//    holds it (cube, --stats-over all-pixels, scenes without labels). Partials are all-gathered and
+//    merged in row order, so statistics (and the cache bytes) do not depend on R.
+//  - Passes: 1 statistics; 2 PCA covariance (only with --pca); 3 normalise + write. When a rank's
+//    statistics rows are its write rows, the decoded blocks of pass 1 are kept for passes 2 and 3 up
+//    to --memory-mb per rank; beyond that blocks are decoded again.
+//  - Publication: rank 0 takes PATH.lock (flock), checks an existing PATH (reuse / refuse / --force),
+//    builds PATH.tmp-<job> and renames it to PATH after every rank succeeded and the manifest is
+//    written. On any failure every rank exits non-zero and rank 0 removes the temporary directory.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/cache.hpp"
+#include "cache/preprocess.hpp"
+#include "dist/mpi.hpp"
+#include "io/scene.hpp"
+
+namespace hsipipe::cache {
+
+struct SceneInput {
+  std::string name;
+  io::SceneSpec scene;
+  std::optional<io::SceneSpec> labels;
+};
+
+struct DecodeOptions {
+  std::vector<SceneInput> scenes;
+  std::string drop_bands;  ///< "108-112,154-167,224", 1-based
+  bool bad_bands_from_header = false;
+  int ignore_label = 0;
+  Layout layout = Layout::pixel;
+  int patch = 0;  ///< 0 = not given (patch layout requires it; cube records it, default 1)
+  Border border = Border::reflect;
+  DType dtype = DType::f32;
+  Normalize normalize = Normalize::zscore;
+  StatsOver stats_over = StatsOver::labeled;
+  int pca = 0;
+  std::string backend = "npy";  ///< npy | h5
+  std::string out;
+  bool force = false;
+  std::uint64_t memory_bytes = 1ull << 30;  ///< per rank, decoded blocks kept between passes
+  bool progress = true;
+};
+
+struct DecodeResult {
+  bool reused = false;
+  std::string path, data_checksum;
+  std::uint64_t n_samples = 0;
+};
+
+/// COLLECTIVE. Throws (on every rank) ConfigError for bad options before anything is written.
+DecodeResult decode(const DecodeOptions& opts, const dist::Comm& comm);
+
+/// The parameters a cache is built from, as stored in manifest["params"] (compared for reuse).
+nlohmann::json decode_params_json(const DecodeOptions& opts);
+
+struct VerifyOptions {
+  bool deep = false;        ///< also hash the sources
+  std::uint64_t samples = 16;  ///< random items re-decoded from the sources
+  std::uint64_t seed = 1;
+};
+struct VerifyReport {
+  std::vector<std::string> problems;  ///< one line per disagreement
+  std::vector<std::string> notes;     ///< what was checked
+  bool ok() const { return problems.empty(); }
+};
+/// Rank-local. Manifest vs current sources, data checksum, K random items re-decoded.
+/// Throws StaleError/FormatError when the directory is not an openable cache.
+VerifyReport verify(const std::string& dir, const VerifyOptions& opts);
+
+}  // namespace hsipipe::cache

@@ -1,0 +1,221 @@
+#include "cache/sink.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <exception>
+
+#include "cache/h5util.hpp"
+#include "cache/npy.hpp"
+#include "core/error.hpp"
+
+namespace hsipipe::cache {
+
+std::uint64_t ArraySpec::item_bytes() const {
+  std::uint64_t n = dtype_size(dtype);
+  for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+namespace {
+
+class FdOwner {
+ public:
+  FdOwner() = default;
+  explicit FdOwner(int fd) : fd_(fd) {}
+  ~FdOwner() { if (fd_ >= 0) ::close(fd_); }
+  FdOwner(FdOwner&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  FdOwner& operator=(FdOwner&& o) noexcept {
+    if (this != &o) { if (fd_ >= 0) ::close(fd_); fd_ = std::exchange(o.fd_, -1); }
+    return *this;
+  }
+  int get() const noexcept { return fd_; }
+  int release() noexcept { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_ = -1;
+};
+
+void pwrite_all(int fd, const char* p, std::uint64_t n, std::uint64_t off, const std::string& path) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) throw IoError(path, "pwrite", errno);
+    p += w;
+    off += static_cast<std::uint64_t>(w);
+    n -= static_cast<std::uint64_t>(w);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+class NpySink final : public Sink {
+ public:
+  NpySink(const std::string& dir, const std::vector<ArraySpec>& arrays, const dist::Comm& comm)
+      : dir_(dir), arrays_(arrays), comm_(comm) {
+    collective_step(comm, "creating the .npy files", [&] {
+      if (comm.rank() != 0) return;
+      for (const auto& a : arrays_) {
+        const std::string p = path(a);
+        FdOwner fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        if (fd.get() < 0) throw IoError(p, "create", errno);
+        const std::string hdr = npy_header_bytes(a.dtype, a.shape);
+        pwrite_all(fd.get(), hdr.data(), hdr.size(), 0, p);
+        const std::uint64_t total = hdr.size() + a.shape.at(0) * a.item_bytes();
+        if (::ftruncate(fd.get(), static_cast<off_t>(total)) != 0) throw IoError(p, "ftruncate", errno);
+      }
+    });
+    collective_step(comm, "opening the .npy files", [&] {
+      for (const auto& a : arrays_) {
+        const std::string p = path(a);
+        FdOwner fd(::open(p.c_str(), O_WRONLY | O_CLOEXEC));
+        if (fd.get() < 0) throw IoError(p, "open", errno);
+        offsets_.push_back(npy_header_bytes(a.dtype, a.shape).size());
+        fds_.push_back(std::move(fd));
+      }
+    });
+  }
+
+  void write(int array, std::uint64_t first, std::uint64_t n, const void* data) override {
+    if (n == 0) return;
+    const auto& a = arrays_.at(static_cast<std::size_t>(array));
+    const std::uint64_t ib = a.item_bytes();
+    if (first + n > a.shape[0]) throw Error(path(a) + ": write past the end of the array (internal error)");
+    pwrite_all(fds_[static_cast<std::size_t>(array)].get(), static_cast<const char*>(data), n * ib,
+               offsets_[static_cast<std::size_t>(array)] + first * ib, path(a));
+    bytes_written_ += n * ib;
+  }
+
+  void write_small(const ArraySpec& spec, const void* data) override {
+    collective_step(comm_, "writing " + spec.name + ".npy", [&] {
+      if (comm_.rank() == 0) {
+        write_npy(path(spec), spec.dtype, spec.shape, data);
+        bytes_written_ += spec.shape.empty() ? 0 : spec.shape[0] * spec.item_bytes();
+      }
+    });
+  }
+
+  void finish(const std::string&) override {
+    collective_step(comm_, "flushing the .npy files", [&] {
+      for (std::size_t i = 0; i < fds_.size(); ++i) {
+        const int fd = fds_[i].release();
+        const bool ok = ::fsync(fd) == 0;
+        const int e = errno;
+        if (::close(fd) != 0 || !ok) throw IoError(path(arrays_[i]), "fsync/close", ok ? errno : e);
+      }
+    });
+  }
+
+ private:
+  std::string path(const ArraySpec& a) const { return dir_ + "/" + a.name + ".npy"; }
+  std::string dir_;
+  std::vector<ArraySpec> arrays_;
+  const dist::Comm& comm_;
+  std::vector<FdOwner> fds_;
+  std::vector<std::uint64_t> offsets_;
+};
+
+// ------------------------------------------------------------------------------------------------
+class H5Sink final : public Sink {
+ public:
+  H5Sink(const std::string& dir, const std::vector<ArraySpec>& arrays, const dist::Comm& comm)
+      : path_(dir + "/cache.h5"), arrays_(arrays), comm_(comm) {
+    h5::Id fapl(HSIPIPE_H5(H5Pcreate(H5P_FILE_ACCESS), path_));
+    HSIPIPE_H5(H5Pset_fapl_mpio(fapl, comm.get(), MPI_INFO_NULL), path_);
+    HSIPIPE_H5(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V110), path_);
+    HSIPIPE_H5(H5Pset_all_coll_metadata_ops(fapl, true), path_);
+    HSIPIPE_H5(H5Pset_coll_metadata_write(fapl, true), path_);
+    h5::Id fcpl(HSIPIPE_H5(H5Pcreate(H5P_FILE_CREATE), path_));
+    HSIPIPE_H5(H5Pset_attr_phase_change(fcpl, 0, 0), path_);  // dense attributes: the manifest may exceed 64 KiB
+    file_ = h5::Id(HSIPIPE_H5(H5Fcreate(path_.c_str(), H5F_ACC_EXCL, fcpl, fapl), path_));
+    dxpl_ = h5::Id(HSIPIPE_H5(H5Pcreate(H5P_DATASET_XFER), path_));
+    HSIPIPE_H5(H5Pset_dxpl_mpio(dxpl_, H5FD_MPIO_COLLECTIVE), path_);
+    for (const auto& a : arrays_) datasets_.push_back(create(a, true));
+  }
+
+  void write(int array, std::uint64_t first, std::uint64_t n, const void* data) override {
+    const auto& a = arrays_.at(static_cast<std::size_t>(array));
+    write_range(datasets_[static_cast<std::size_t>(array)], a, first, n, data);
+    bytes_written_ += n * a.item_bytes();
+  }
+
+  void write_small(const ArraySpec& spec, const void* data) override {
+    h5::Id ds = create(spec, false);
+    const std::uint64_t n = comm_.rank() == 0 ? spec.shape.at(0) : 0;
+    write_range(ds, spec, 0, n, data);
+    bytes_written_ += n * spec.item_bytes();
+  }
+
+  void finish(const std::string& manifest) override {
+    h5::Id type(HSIPIPE_H5(H5Tcopy(H5T_C_S1), path_));
+    HSIPIPE_H5(H5Tset_size(type, std::max<std::size_t>(1, manifest.size())), path_);
+    HSIPIPE_H5(H5Tset_strpad(type, H5T_STR_NULLPAD), path_);
+    h5::Id space(HSIPIPE_H5(H5Screate(H5S_SCALAR), path_));
+    h5::Id attr(HSIPIPE_H5(H5Acreate2(file_, "manifest", type, space, H5P_DEFAULT, H5P_DEFAULT), path_));
+    const std::string buf = manifest.empty() ? std::string(1, '\0') : manifest;
+    HSIPIPE_H5(H5Awrite(attr, type, buf.data()), path_);
+    attr.reset();
+    datasets_.clear();
+    HSIPIPE_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), path_);
+    file_.close(path_);
+  }
+
+ private:
+  h5::Id create(const ArraySpec& a, bool chunked) {
+    std::vector<hsize_t> d(a.shape.begin(), a.shape.end());
+    h5::Id space(HSIPIPE_H5(H5Screate_simple(static_cast<int>(d.size()), d.data(), nullptr), path_));
+    h5::Id dcpl(HSIPIPE_H5(H5Pcreate(H5P_DATASET_CREATE), path_));
+    HSIPIPE_H5(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), path_);
+    HSIPIPE_H5(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), path_);
+    if (chunked && d.at(0) > 0) {
+      std::vector<hsize_t> chunk = d;
+      const std::uint64_t ib = std::max<std::uint64_t>(1, a.item_bytes());
+      chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(d[0], (4ull << 20) / ib));  // ~4 MiB chunks
+      HSIPIPE_H5(H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data()), path_);
+    }
+    h5::Id lcpl(HSIPIPE_H5(H5Pcreate(H5P_LINK_CREATE), path_));
+    HSIPIPE_H5(H5Pset_create_intermediate_group(lcpl, 1), path_);
+    h5::Id type = h5::file_type(a.dtype);
+    return h5::Id(HSIPIPE_H5(H5Dcreate2(file_, a.h5name.c_str(), type, space, lcpl, dcpl, H5P_DEFAULT), path_));
+  }
+
+  void write_range(hid_t ds, const ArraySpec& a, std::uint64_t first, std::uint64_t n, const void* data) {
+    std::vector<hsize_t> d(a.shape.begin(), a.shape.end()), start(d.size(), 0), count = d;
+    h5::Id fspace(HSIPIPE_H5(H5Dget_space(ds), path_));
+    start[0] = first;
+    count[0] = n;
+    std::vector<hsize_t> mdims = count;
+    if (n == 0) mdims[0] = 1;
+    h5::Id mspace(HSIPIPE_H5(H5Screate_simple(static_cast<int>(mdims.size()), mdims.data(), nullptr), path_));
+    if (n == 0 || d[0] == 0) {
+      HSIPIPE_H5(H5Sselect_none(fspace), path_);
+      HSIPIPE_H5(H5Sselect_none(mspace), path_);
+    } else {
+      HSIPIPE_H5(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), path_);
+    }
+    static const char dummy[16] = {};
+    h5::Id mt = h5::mem_type(a.dtype);
+    HSIPIPE_H5(H5Dwrite(ds, mt, mspace, fspace, dxpl_, n ? data : dummy), path_ + " " + a.h5name);
+  }
+
+  std::string path_;
+  std::vector<ArraySpec> arrays_;
+  const dist::Comm& comm_;
+  h5::Id file_, dxpl_;
+  std::vector<h5::Id> datasets_;
+};
+
+}  // namespace
+
+std::unique_ptr<Sink> make_npy_sink(const std::string& dir, const std::vector<ArraySpec>& arrays,
+                                    const dist::Comm& comm) {
+  return std::make_unique<NpySink>(dir, arrays, comm);
+}
+
+std::unique_ptr<Sink> make_h5_sink(const std::string& dir, const std::vector<ArraySpec>& arrays,
+                                   const dist::Comm& comm) {
+  h5::Silence quiet;  // errors reach us through the checks; HDF5 would print its stack on every rank
+  return std::make_unique<H5Sink>(dir, arrays, comm);
+}
+
+}  // namespace hsipipe::cache

@@ -1,0 +1,209 @@
+// cache/verify: `hsipipe verify CACHE`: the manifest against the current sources, the data checksum
+// recomputed from the stored bytes, and random items re-decoded from the sources. Rank-local.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+
+#include "cache/decode.hpp"
+#include "cache/h5util.hpp"
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/half.hpp"
+#include "core/hash.hpp"
+
+namespace hsipipe::cache {
+
+namespace {
+
+Preprocessor preprocessor_from(const nlohmann::json& m) {
+  Preprocessor p;
+  for (int b : m.at("bands").at("kept").get<std::vector<int>>()) p.kept.push_back(b - 1);
+  p.shift = m.at("statistics").at("shift").get<std::vector<double>>();
+  p.scale = m.at("statistics").at("scale").get<std::vector<double>>();
+  if (m.contains("pca") && m.at("pca").is_object()) {
+    const auto& pc = m.at("pca");
+    p.pca_k = pc.at("k").get<int>();
+    p.pca_mean = pc.at("mean").get<std::vector<double>>();
+    for (const auto& row : pc.at("components")) {
+      const auto v = row.get<std::vector<double>>();
+      p.components.insert(p.components.end(), v.begin(), v.end());
+    }
+  }
+  return p;
+}
+
+/// Rows [rr0, rr1) of `scene`, bands selected and transformed.
+RowWindow transformed_rows(const io::Scene& scene, const Preprocessor& pre, std::size_t rr0, std::size_t rr1) {
+  const std::size_t W = scene.cols(), S = scene.bands(), K = pre.kept.size();
+  const auto OB = static_cast<std::size_t>(pre.out_bands());
+  std::vector<float> raw((rr1 - rr0) * W * S), sel((rr1 - rr0) * W * K);
+  scene.read_rows(rr0, rr1, raw.data());
+  select_bands(raw.data(), (rr1 - rr0) * W, static_cast<int>(S), pre.kept, sel.data());
+  RowWindow w;
+  w.row0 = rr0;
+  w.nrows = rr1 - rr0;
+  w.cols = W;
+  w.scene_rows = scene.rows();
+  w.bands = static_cast<int>(OB);
+  w.data.resize((rr1 - rr0) * W * OB);
+  for (std::size_t i = 0; i < (rr1 - rr0) * W; ++i) pre.apply(sel.data() + i * K, w.data.data() + i * OB);
+  return w;
+}
+
+double max_abs_diff(const std::vector<char>& a, const std::vector<char>& b, DType dt) {
+  double m = 0;
+  const std::size_t n = a.size() / dtype_size(dt);
+  for (std::size_t i = 0; i < n; ++i) {
+    double x, y;
+    if (dt == DType::f16) {
+      std::uint16_t u, v;
+      std::memcpy(&u, a.data() + 2 * i, 2);
+      std::memcpy(&v, b.data() + 2 * i, 2);
+      x = half_to_float(u);
+      y = half_to_float(v);
+    } else {
+      float u, v;
+      std::memcpy(&u, a.data() + 4 * i, 4);
+      std::memcpy(&v, b.data() + 4 * i, 4);
+      x = u;
+      y = v;
+    }
+    if (std::isnan(x) && std::isnan(y)) continue;
+    m = std::max(m, std::isnan(x - y) ? INFINITY : std::fabs(x - y));
+  }
+  return m;
+}
+
+}  // namespace
+
+VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
+  VerifyReport rep;
+  const CacheReader c = CacheReader::open(dir);
+  const auto& m = c.manifest();
+  rep.notes.push_back("manifest: format_version " + std::to_string(m.at("format_version").get<int>()) + ", " +
+                      std::to_string(c.n_samples()) + " samples, layout " + layout_name(c.layout()) + ", " +
+                      std::string(dtype_name(c.dtype())) + ", backend " + c.backend());
+  // 1. sources
+  int checked = 0;
+  for (const auto& s : m.at("sources")) {
+    const std::string p = s.value("path", "");
+    if (s.value("remote", false)) {
+      rep.notes.push_back("source " + p + ": remote, not re-checked");
+      continue;
+    }
+    if (!std::filesystem::exists(p)) {
+      rep.problems.push_back("source " + p + ": missing");
+      continue;
+    }
+    const auto st = fs::stat_file(p);
+    if (st.size != s.value("size", std::uint64_t{0}))
+      rep.problems.push_back("source " + p + ": size " + std::to_string(st.size) + ", manifest says " +
+                             std::to_string(s.value("size", std::uint64_t{0})));
+    if (st.mtime_ns != s.value("mtime_ns", std::int64_t{0}))
+      rep.problems.push_back("source " + p + ": modified since the decode (mtime differs)");
+    if (opts.deep) {
+      const std::string h = hex64(xxh3_file(p));
+      if (h != s.value("xxh3", "")) rep.problems.push_back("source " + p + ": content hash " + h + ", manifest says " + s.value("xxh3", ""));
+    }
+    ++checked;
+  }
+  rep.notes.push_back("sources: " + std::to_string(checked) + " checked (size, mtime" + (opts.deep ? ", xxh3" : "") + ")");
+  // 2. checksum
+  const std::string cs = compute_data_checksum(c);
+  if (cs != c.data_checksum())
+    rep.problems.push_back("data checksum: recomputed " + cs + ", manifest says " + c.data_checksum());
+  else
+    rep.notes.push_back("data checksum " + cs + ": matches");
+  // 3. random items re-decoded
+  if (opts.samples == 0) return rep;
+  const auto& params = m.at("params");
+  const Preprocessor pre = preprocessor_from(m);
+  const Border border = border_from_name(m.value("border", "reflect"));
+  const int p = c.patch();
+  const Layout layout = c.layout();
+  const DType dt = c.dtype();
+  std::vector<std::unique_ptr<io::Scene>> scenes;
+  std::vector<std::optional<io::LabelImage>> labels;
+  for (const auto& s : params.at("scenes")) {
+    io::SceneSpec spec{s.at("path").get<std::string>(), s.value("variable", ""), s.value("axes", "hwb")};
+    try {
+      scenes.push_back(io::open_scene(spec));
+    } catch (const Error& e) {
+      rep.problems.push_back("scene " + spec.str() + ": cannot be opened for re-decoding: " + e.what());
+      return rep;
+    }
+    if (s.at("labels").is_object()) {
+      io::SceneSpec ls{s["labels"].at("path").get<std::string>(), s["labels"].value("variable", ""), s["labels"].value("axes", "hwb")};
+      labels.push_back(io::read_labels(ls));
+    } else {
+      labels.emplace_back();
+    }
+  }
+  const SampleTable t = c.read_sample_table();
+  std::mt19937_64 rng(opts.seed);
+  std::uint64_t compared = 0, bad = 0;
+  if (layout == Layout::cube) {
+    std::uint64_t total_rows = 0;
+    for (const auto& s : t.scenes) total_rows += s.rows;
+    const std::uint64_t k = std::min<std::uint64_t>(opts.samples, total_rows);
+    for (std::uint64_t j = 0; j < k; ++j) {
+      std::uint64_t g = rng() % total_rows;
+      int s = 0;
+      while (g >= t.scenes[static_cast<std::size_t>(s)].rows) g -= t.scenes[static_cast<std::size_t>(s++)].rows;
+      const RowWindow w = transformed_rows(*scenes[static_cast<std::size_t>(s)], pre, g, g + 1);
+      std::vector<char> mine(w.data.size() * dtype_size(dt));
+      store_values(w.data.data(), w.data.size(), dt, mine.data());
+      const auto stored = read_items_raw(c, g, g + 1, s);
+      ++compared;
+      if (stored != mine) {
+        ++bad;
+        rep.problems.push_back("cube row " + std::to_string(g) + " of scene " + std::to_string(s) +
+                               ": stored values differ from a fresh decode (max |diff| " +
+                               std::to_string(max_abs_diff(stored, mine, dt)) + ")");
+      }
+    }
+  } else {
+    const std::uint64_t N = c.n_samples();
+    const std::uint64_t k = std::min<std::uint64_t>(opts.samples, N);
+    const int h = layout == Layout::patch ? p / 2 : 0;
+    for (std::uint64_t j = 0; j < k; ++j) {
+      const std::uint64_t i = rng() % N;
+      const auto s = static_cast<std::size_t>(t.scene[i]);
+      const auto r = static_cast<std::size_t>(t.row[i]), col = static_cast<std::size_t>(t.col[i]);
+      const auto& sc = *scenes.at(s);
+      if (labels[s] && labels[s]->at(r, col) != t.label[i])
+        rep.problems.push_back("sample " + std::to_string(i) + ": label " + std::to_string(t.label[i]) +
+                               " but the label raster says " + std::to_string(labels[s]->at(r, col)));
+      const std::size_t rr0 = r >= static_cast<std::size_t>(h) ? r - static_cast<std::size_t>(h) : 0;
+      const std::size_t rr1 = std::min(sc.rows(), r + static_cast<std::size_t>(h) + 1);
+      const RowWindow w = transformed_rows(sc, pre, rr0, rr1);
+      std::vector<float> f;
+      if (layout == Layout::pixel) {
+        f.assign(w.pixel(r, col), w.pixel(r, col) + w.bands);
+      } else {
+        f.resize(static_cast<std::size_t>(w.bands) * static_cast<std::size_t>(p) * static_cast<std::size_t>(p));
+        cut_patch(w, r, col, p, border, f.data());
+      }
+      std::vector<char> mine(f.size() * dtype_size(dt));
+      store_values(f.data(), f.size(), dt, mine.data());
+      const auto stored = read_items_raw(c, i, i + 1);
+      ++compared;
+      if (stored != mine) {
+        ++bad;
+        rep.problems.push_back("sample " + std::to_string(i) + " (scene " + std::to_string(s) + ", row " +
+                               std::to_string(r) + ", col " + std::to_string(col) +
+                               "): stored values differ from a fresh decode (max |diff| " +
+                               std::to_string(max_abs_diff(stored, mine, dt)) + ")");
+      }
+    }
+  }
+  rep.notes.push_back(std::to_string(compared) + (layout == Layout::cube ? " cube rows" : " samples") +
+                      " re-decoded from the sources: " + std::to_string(compared - bad) + " identical");
+  return rep;
+}
+
+}  // namespace hsipipe::cache
