@@ -31,6 +31,7 @@
 #include <type_traits>
 
 #include "core/error.hpp"
+#include "io/gdal_remote.hpp"
 #include "io/readers.hpp"
 
 namespace hsipipe::io {
@@ -47,12 +48,18 @@ void register_gdal_once() {
 class QuietGdalErrors {
  public:
   QuietGdalErrors() {
-    CPLPushErrorHandler(CPLQuietErrorHandler);
+    CPLPushErrorHandler(&QuietGdalErrors::handler);
     CPLErrorReset();
   }
   ~QuietGdalErrors() { CPLPopErrorHandler(); }
   QuietGdalErrors(const QuietGdalErrors&) = delete;
   QuietGdalErrors& operator=(const QuietGdalErrors&) = delete;
+
+ private:
+  // Quiet, except that GDAL's HTTP "retrying" warnings still reach the remote-scene statistics.
+  static void CPL_STDCALL handler(CPLErr cls, CPLErrorNum, const char* msg) {
+    note_gdal_retry(cls == CE_Warning, msg);
+  }
 };
 
 std::string gdal_says() {
@@ -323,31 +330,42 @@ class GdalScene final : public Scene {
                           "cannot decode rows " + std::to_string(a) + ".." + std::to_string(b - 1) +
                               " (corrupt or truncated block)" + gdal_says());
       }
-      bytes_read_ += stored_bytes(ds, a, b, npix * bands_ * sizeof(T));
+      count_block_row(ds, a / static_cast<std::size_t>(block_y_), npix * bands_ * sizeof(T));
       widen_and_mask(dst, out, npix, bands_, nodata_);
     });
   }
 
-  /// Bytes of storage behind rows [a, b): the compressed sizes of the GeoTIFF blocks touched (TIFF
-  /// metadata domain), or the decoded size for drivers that do not say.
-  std::uint64_t stored_bytes(GDALDatasetH ds, std::size_t a, std::size_t b, std::uint64_t decoded) const {
-    if (driver_ != "GTiff" || block_x_ <= 0) return decoded;
-    const std::size_t by = static_cast<std::size_t>(block_y_), bx = static_cast<std::size_t>(block_x_);
+  /// Adds the storage bytes of block row `yb` to bytes_read() the first time it is decoded (repeats are
+  /// served by GDAL's block cache or cost no more storage reads than the first): the compressed sizes of
+  /// its GeoTIFF blocks (TIFF metadata domain), or the decoded size for drivers that do not say.
+  void count_block_row(GDALDatasetH ds, std::size_t yb, std::uint64_t decoded) const {
+    {
+      std::lock_guard lock(pool_mu_);
+      if (counted_.empty()) counted_.assign((rows_ + static_cast<std::size_t>(block_y_) - 1) / static_cast<std::size_t>(block_y_), false);
+      if (counted_[yb]) return;
+      counted_[yb] = true;
+    }
+    if (driver_ != "GTiff" || block_x_ <= 0) {
+      bytes_read_ += decoded;  // a partial block row counts the rows asked for
+      return;
+    }
+    const std::size_t bx = static_cast<std::size_t>(block_x_);
     const std::size_t nbx = (cols_ + bx - 1) / bx;
     const std::size_t nbands = band_separate_ ? bands_ : 1;
     std::uint64_t total = 0;
-    for (std::size_t yb = a / by; yb <= (b - 1) / by; ++yb) {
-      for (std::size_t band = 1; band <= nbands; ++band) {
-        GDALRasterBandH h = GDALGetRasterBand(ds, static_cast<int>(band));
-        for (std::size_t xb = 0; xb < nbx; ++xb) {
-          const std::string key = "BLOCK_SIZE_" + std::to_string(xb) + "_" + std::to_string(yb);
-          const char* v = GDALGetMetadataItem(h, key.c_str(), "TIFF");
-          if (!v) return decoded;
-          total += std::strtoull(v, nullptr, 10);
+    for (std::size_t band = 1; band <= nbands; ++band) {
+      GDALRasterBandH h = GDALGetRasterBand(ds, static_cast<int>(band));
+      for (std::size_t xb = 0; xb < nbx; ++xb) {
+        const std::string key = "BLOCK_SIZE_" + std::to_string(xb) + "_" + std::to_string(yb);
+        const char* v = GDALGetMetadataItem(h, key.c_str(), "TIFF");
+        if (!v) {
+          bytes_read_ += decoded;
+          return;
         }
+        total += std::strtoull(v, nullptr, 10);
       }
     }
-    return total;
+    bytes_read_ += total;
   }
 
   void load_band_info(GDALDatasetH ds) {
@@ -427,6 +445,7 @@ class GdalScene final : public Scene {
   std::vector<std::string> files_;
   mutable std::mutex pool_mu_;
   mutable std::vector<Dataset> pool_;  // idle handles, under pool_mu_
+  mutable std::vector<bool> counted_;  // block rows already counted in bytes_read_, under pool_mu_
   mutable std::atomic<std::uint64_t> bytes_read_{0};
 };
 

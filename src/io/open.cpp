@@ -3,6 +3,9 @@
 
 #include "core/error.hpp"
 #include "io/readers.hpp"
+#ifdef HSIPIPE_WITH_GDAL
+#include "io/gdal_remote.hpp"
+#endif
 
 namespace hsipipe::io {
 
@@ -20,6 +23,10 @@ bool is_remote(const std::string& p) {
 
 std::unique_ptr<Scene> open_scene(const SceneSpec& spec) {
   if (spec.path.empty()) throw ConfigError("scene path is empty");
+#ifdef HSIPIPE_WITH_GDAL
+  // http(s)://, s3:// and GDAL's network paths: range reads through GDAL, with request statistics.
+  if (is_remote_path(spec.path)) return open_remote(spec);
+#endif
   if (!is_remote(spec.path) && !std::filesystem::exists(spec.path)) {
     throw IoError(spec.path, "no such file");
   }

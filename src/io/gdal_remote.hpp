@@ -1,0 +1,76 @@
+#pragma once
+// io/gdal_remote: scenes read straight from HTTP(S) and S3-compatible object storage through GDAL's
+// virtual file systems (/vsicurl/, /vsis3/): byte-range requests for the tiles a read needs,
+// connection reuse, retries with backoff on 429/5xx/timeouts/resets, GDAL's block cache, and
+// request/byte/retry/latency statistics per scene.
+//
+// Paths accepted: http://..., https://..., s3://bucket/key, and GDAL's own /vsicurl/..., /vsis3/...
+// (also /vsigs/, /vsiaz/, /vsiadls/, /vsioss/, /vsiswift/). open_scene() routes them here.
+//
+// Configuration (process-wide; the usual variables, read from the environment, never logged):
+//   GDAL_HTTP_MAX_RETRY (default 5), GDAL_HTTP_RETRY_DELAY seconds (0.5; GDAL doubles it each try),
+//   GDAL_HTTP_TIMEOUT seconds (60), GDAL_HTTP_CONNECTTIMEOUT seconds (10),
+//   HSIPIPE_REMOTE_CACHE_MB: GDAL's raster block cache (256; a GDAL_CACHEMAX in the environment wins),
+//   CPL_VSIL_CURL_CACHE_SIZE bytes: the downloaded-range cache (64 MiB),
+//   CPL_VSIL_CURL_CHUNK_SIZE bytes: the smallest range request (16 KiB).
+//   S3: AWS_S3_ENDPOINT (or AWS_ENDPOINT_URL; an "http://" or "https://" prefix sets AWS_HTTPS),
+//   AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_HTTPS,
+//   AWS_VIRTUAL_HOSTING (defaults to FALSE, i.e. path-style, when a custom endpoint is set), AWS_NO_SIGN_REQUEST.
+//
+// Everything here is rank-local; nothing is collective. Only built with HSIPIPE_WITH_GDAL (callers
+// outside io reach it through open_scene() and Scene::remote_stats() / source_identity()).
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "io/scene.hpp"
+
+namespace hsipipe::io {
+
+/// True for the remote forms listed above (not for local paths or /vsimem/, /vsizip/ ...).
+bool is_remote_path(const std::string& path);
+
+/// The GDAL path for a remote scene: https://h/p -> /vsicurl/https://h/p, s3://b/k -> /vsis3/b/k;
+/// GDAL forms are returned unchanged. Throws ConfigError naming the path for "s3://" without a key.
+std::string gdal_remote_path(const std::string& path);
+
+/// `url` with any user:password@ removed and the values of signature/credential/token query
+/// parameters replaced by REDACTED: safe for manifests and messages.
+std::string redact_url(const std::string& url);
+
+struct RemoteOptions {
+  int max_retry = 5;                       ///< GDAL_HTTP_MAX_RETRY
+  double retry_delay_s = 0.5;              ///< GDAL_HTTP_RETRY_DELAY (first delay; backoff x2 per try)
+  int timeout_s = 60;                      ///< GDAL_HTTP_TIMEOUT (whole request)
+  int connect_timeout_s = 10;              ///< GDAL_HTTP_CONNECTTIMEOUT
+  std::uint64_t block_cache_mb = 256;      ///< GDAL raster block cache; 0 = leave GDAL_CACHEMAX alone
+  std::uint64_t range_cache_bytes = 64ull << 20;  ///< CPL_VSIL_CURL_CACHE_SIZE
+  std::uint64_t chunk_bytes = 16384;       ///< CPL_VSIL_CURL_CHUNK_SIZE
+
+  /// Defaults overridden by the environment variables above; throws ConfigError naming the variable
+  /// when one is not a number in range.
+  static RemoteOptions from_env();
+  /// One line for logs: the options and the S3 endpoint, never credentials.
+  std::string describe() const;
+};
+
+/// Applies `opts` as GDAL configuration, process-wide (call before the first remote open to have
+/// network statistics counted). Thread-safe. open_remote() calls it with from_env() when nothing
+/// configured it before.
+void configure_remote(const RemoteOptions& opts);
+
+/// Opens a remote scene: checks the object exists (one HEAD; 404/403/credential problems become an
+/// IoError naming the redacted URL and the cause), opens it with open_gdal() on the GDAL path, and
+/// wraps it so that remote_stats() and source_identity() report on it.
+std::unique_ptr<Scene> open_remote(const SceneSpec& spec);
+
+/// For GDAL error handlers elsewhere in io (readers push a quiet handler around GDAL calls, which
+/// would hide retries): returns true when `msg` is GDAL's "retrying" warning and then counts it for
+/// the remote scene reading on this thread (if any). Cheap, noexcept; call it first in such handlers.
+bool note_gdal_retry(bool is_warning, const char* msg) noexcept;
+
+/// Reads the identity of a remote object now (HEAD + one range read of the first 64 KiB);
+/// what Scene::source_identity() returns and what `verify` compares against.
+SourceIdentity read_source_identity(const std::string& path);
+
+}  // namespace hsipipe::io
