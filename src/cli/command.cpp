@@ -84,8 +84,8 @@ Parsed parse(int argc, char** argv, const std::string& command, const std::strin
              const po::options_description& desc, const po::positional_options_description* positional) {
   po::options_description common("Common options");
   common.add_options()("help,h", "show this help and exit")(
-      "config", po::value<std::string>(), "INI file with options (sections [" + std::string("command") +
-                                              "], [scene.NAME]); command-line values win");
+      "config", po::value<std::string>(), std::string("INI file with options (sections [" + command +
+                                                          "], [scene.NAME]); command-line values win").c_str());
   po::options_description all;
   all.add(desc).add(common);
   Parsed out;
