@@ -56,9 +56,9 @@ class QuietGdalErrors {
   QuietGdalErrors& operator=(const QuietGdalErrors&) = delete;
 
  private:
-  // Quiet, except that GDAL's HTTP "retrying" warnings still reach the remote-scene statistics.
+  // Quiet, except that GDAL's retry warnings and network trace still reach remote-scene statistics.
   static void CPL_STDCALL handler(CPLErr cls, CPLErrorNum, const char* msg) {
-    note_gdal_retry(cls == CE_Warning, msg);
+    note_gdal_message(static_cast<int>(cls), msg);
   }
 };
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Test fixtures for the MATLAB, HDF5 and GDAL scene readers, with independently decoded references.
 
-usage: format_fixtures.py {matlab|hdf5|gdal|salinas} OUT_DIR [SHARED_DATA]
+usage: format_fixtures.py {matlab|hdf5|gdal|salinas|bench} OUT_DIR [SHARED_DATA | ROWS COLS BANDS]
 
 Writes scene files into OUT_DIR and, for each, a reference cube decoded by an independent
 implementation (scipy.io.loadmat, h5py/numpy, numpy on the raw ENVI file, cross-checked against GDAL's
@@ -313,6 +313,24 @@ def make_gdal(out):
     return scenes, errors, extra
 
 
+def make_bench(out, rows=512, cols=512, bands=224):
+    """A field-like int16 scene (smooth spectra x smooth abundance maps + noise) as a tiled DEFLATE
+    GeoTIFF, 256 x 256 tiles, pixel interleaved: for timing block reads, not for comparisons."""
+    yy, xx = np.mgrid[0:rows, 0:cols] / max(rows, cols)
+    wl = np.linspace(0.0, 1.0, bands)
+    spectra = np.stack([1.0 + 0.5 * np.sin(6.0 * wl + k) - 0.3 * np.exp(-((wl - 0.3 * k) ** 2) / 0.002)
+                        for k in range(3)])
+    maps = np.stack([0.5 + 0.5 * np.sin(9.0 * xx + 4.0 * yy), 0.5 + 0.5 * np.cos(7.0 * yy), 0.5 + 0.5 * xx * yy])
+    cube = np.einsum("khw,kb->hwb", maps, spectra) * 2000.0 + RNG.normal(0.0, 15.0, (rows, cols, bands))
+    cube = cube.astype(np.int16)
+    envi = os.path.join(out, "bench_src.img")
+    write_envi(envi, cube, 2)
+    tif = os.path.join(out, "bench.tif")
+    gdal_translate(envi, tif, ["TILED=YES", "BLOCKXSIZE=256", "BLOCKYSIZE=256", "COMPRESS=DEFLATE", "INTERLEAVE=PIXEL"])
+    return [{"name": "bench", "spec": tif, "rows": rows, "cols": cols, "bands": bands,
+             "raw_bytes": int(cube.nbytes)}], []
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -325,6 +343,8 @@ def main():
         scenes, errors = make_salinas(out, sys.argv[3])
     elif kind == "hdf5":
         scenes, errors = make_hdf5(out)
+    elif kind == "bench":
+        scenes, errors = make_bench(out, *[int(x) for x in sys.argv[3:6]])
     elif kind == "gdal":
         scenes, errors, extra = make_gdal(out)
     else:

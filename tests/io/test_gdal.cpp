@@ -1,5 +1,7 @@
 // GDAL reader against numpy on the raw ENVI source and GDAL's Python bindings: GeoTIFFs written by
 // gdal_translate, tiled and striped, DEFLATE/LZW/ZSTD/none, pixel and band interleaved, with nodata.
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -81,4 +83,42 @@ TEST_CASE("check_labels_match rejects a label raster of another size", "[gdal][l
 
 TEST_CASE("GDAL bad input", "[gdal][errors]") {
   test::check_errors(fixtures("gdal").manifest);
+}
+
+namespace {
+double cpu_seconds(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+}  // namespace
+
+// Not a test: `test_io_formats "[.bench]"` times block reads of a tiled DEFLATE GeoTIFF against
+// gdal_translate to raw ENVI (both decode every tile once). Prints wall and CPU seconds and MB/s of
+// decoded int16 data; CPU time is the fairer figure on a shared, loaded machine.
+TEST_CASE("bench: tiled DEFLATE GeoTIFF block reads vs gdal_translate to raw", "[.bench]") {
+  const std::string size = test::env_or("HSIPIPE_BENCH_SIZE", "512 512 224");
+  const auto& m = fixtures("bench", size).manifest;
+  const auto& e = test::entry(m, "bench");
+  const double mb = e.at("raw_bytes").get<double>() / 1e6;
+  const std::string tif = e.at("spec");
+  using clock = std::chrono::steady_clock;
+  for (std::size_t block : {16, 64, 256}) {
+    auto s = io::open_scene(io::SceneSpec::parse(tif));
+    std::vector<float> buf(block * s->cols() * s->bands());
+    const double c0 = cpu_seconds(RUSAGE_SELF);
+    const auto t0 = clock::now();
+    for (std::size_t r0 = 0; r0 < s->rows(); r0 += block) s->read_rows(r0, std::min(s->rows(), r0 + block), buf.data());
+    const double t = std::chrono::duration<double>(clock::now() - t0).count(), c = cpu_seconds(RUSAGE_SELF) - c0;
+    std::printf("hsipipe read_rows, %3zu-row blocks: wall %.2f s (%.1f MB/s), cpu %.2f s (%.1f MB/s); %.1f MB read\n",
+                block, t, mb / t, c, mb / c, static_cast<double>(s->bytes_read()) / 1e6);
+  }
+  const double c0 = cpu_seconds(RUSAGE_CHILDREN);
+  const auto t0 = clock::now();
+  const auto r = test::run("gdal_translate -q -of ENVI " + tif + " " + tif + "_raw.img");
+  const double t = std::chrono::duration<double>(clock::now() - t0).count(), c = cpu_seconds(RUSAGE_CHILDREN) - c0;
+  REQUIRE(r.status == 0);
+  std::printf("gdal_translate -of ENVI (decode + write raw): wall %.2f s (%.1f MB/s), cpu %.2f s (%.1f MB/s)\n", t,
+              mb / t, c, mb / c);
 }
