@@ -1,0 +1,105 @@
+#pragma once
+// train/loader: a bounded ring of prepared batches. Producer threads gather samples from the rank's
+// shard (float16 -> float32, patch cut for cube caches: Shard::gather), apply augmentations and put
+// the batch into one of `prefetch` pre-allocated slots; the training loop drains the slots in plan
+// order. A producer only claims batch i once batch i - prefetch has been handed back, so memory is
+// bounded (prefetch slots, allocated once) and a slow consumer stalls the producers (backpressure).
+// On CUDA the slots are pinned host memory and next() issues a non-blocking copy to the device.
+//
+// Everything here is rank-local; producer threads never call MPI or torch autograd (they write into
+// preallocated host memory only). One consumer thread calls start()/next()/stop().
+// Augmentation is a pure function of (aug_seed, batch index, position in batch), so the same plan
+// and seed give the same batches whatever the number of threads or their scheduling.
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "cache/cache.hpp"
+
+namespace hsipipe::train {
+
+struct Augment {
+  bool flip = false;   ///< random horizontal and vertical flips of the patch
+  bool rot90 = false;  ///< random rotation by 0, 90, 180 or 270 degrees
+  bool any() const noexcept { return flip || rot90; }
+};
+/// "flip,rot90", "flip", "" or "none"; throws ConfigError naming --augment.
+Augment parse_augment(const std::string& s);
+
+struct LoaderOptions {
+  int threads = 1;      ///< producer threads (>= 1)
+  int prefetch = 4;     ///< ring slots (>= 1)
+  Augment augment;
+  torch::Device device = torch::kCPU;  ///< CUDA: pinned slots + non_blocking copies
+};
+
+struct Batch {
+  torch::Tensor x;      ///< [n, B] or [n, B, p, p] float32 on the loader's device
+  torch::Tensor y;      ///< [n] int64 class indices on the loader's device
+  std::size_t index = 0;  ///< position in the plan
+  std::size_t size = 0;   ///< n
+};
+
+class BatchLoader {
+ public:
+  /// `class_of`: class index of every sample of the shard's range (index id - range.begin), -1 if
+  /// unlabeled (such samples must not be in a plan). The shard must outlive the loader.
+  BatchLoader(const cache::Shard& shard, std::vector<std::int64_t> class_of, LoaderOptions opt);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  /// Starts delivering `plan` (each entry: the global ids of one batch, inside the shard), from batch
+  /// `first` on. Cancels what is left of a previous plan. `augment` false disables augmentation
+  /// (validation).
+  void start(std::vector<std::vector<std::uint64_t>> plan, std::uint64_t aug_seed, bool augment, std::size_t first = 0);
+  /// The next batch of the plan (blocking while it is prepared), or nullopt after the last. The
+  /// tensors stay valid until the next call of next(), start() or stop() (they view a ring slot).
+  std::optional<Batch> next();
+  /// Cancels the current plan and waits for in-flight producers.
+  void stop();
+
+  const LoaderOptions& options() const noexcept { return opt_; }
+
+ private:
+  void worker();
+  void fill(std::size_t batch, std::size_t slot);
+  void release_current();
+  void cancel_locked(std::unique_lock<std::mutex>& lk);
+
+  const cache::Shard& shard_;
+  std::vector<std::int64_t> class_of_;
+  LoaderOptions opt_;
+  std::size_t sample_floats_ = 0;
+  int patch_ = 1, bands_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_work_, cv_ready_, cv_idle_;
+  std::vector<std::vector<std::uint64_t>> plan_;
+  std::uint64_t aug_seed_ = 0;
+  bool augment_ = false;
+  std::size_t next_claim_ = 0;    ///< next batch a producer may claim
+  std::size_t consumed_ = 0;      ///< batches handed back by the consumer (all below are free)
+  std::size_t next_deliver_ = 0;  ///< next batch next() returns
+  bool holding_ = false;          ///< the consumer holds batch next_deliver_ - 1
+  int in_flight_ = 0;
+  std::string error_;             ///< first producer exception, rethrown by next()
+  bool stop_threads_ = false;
+
+  struct Slot {
+    torch::Tensor x, y;           ///< host (pinned on CUDA), capacity rows
+    std::size_t capacity = 0;
+    std::size_t ready = SIZE_MAX; ///< batch index held when filled
+    std::size_t size = 0;
+  };
+  std::vector<Slot> slots_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace hsipipe::train

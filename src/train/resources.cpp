@@ -1,0 +1,62 @@
+#include "train/resources.hpp"
+
+#include <sys/resource.h>
+
+#include <fstream>
+#include <string>
+
+#include <torch/cuda.h>
+
+#if HSIPIPE_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace hsipipe::train {
+
+std::uint64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmHWM:   1234 kB"
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<std::uint64_t>(ru.ru_maxrss) * 1024;
+}
+
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  if (!out) return false;
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+bool torch_built_with_cuda() noexcept { return HSIPIPE_TORCH_CUDA != 0; }
+
+std::optional<DeviceMemory> cuda_peak_memory(int device) {
+#if HSIPIPE_TORCH_CUDA
+  if (device < 0 || !torch::cuda::is_available()) return std::nullopt;
+  // Index 0 of every stat array is the aggregate over pool types in all PyTorch versions.
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  DeviceMemory m;
+  m.peak_allocated = static_cast<std::uint64_t>(stats.allocated_bytes[0].peak);
+  m.peak_reserved = static_cast<std::uint64_t>(stats.reserved_bytes[0].peak);
+  return m;
+#else
+  (void)device;
+  return std::nullopt;
+#endif
+}
+
+void cuda_reset_peak_memory(int device) {
+#if HSIPIPE_TORCH_CUDA
+  if (device >= 0 && torch::cuda::is_available()) {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  }
+#else
+  (void)device;
+#endif
+}
+
+}  // namespace hsipipe::train

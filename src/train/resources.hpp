@@ -1,0 +1,27 @@
+#pragma once
+// train/resources: what a training epoch costs in memory. Rank-local.
+//   host: peak resident set size of this process (VmHWM of /proc/self/status, falling back to
+//         getrusage ru_maxrss), and a reset of the high-water mark where the kernel allows it
+//         (writing 5 to /proc/self/clear_refs), so a per-epoch peak is the epoch's own peak.
+//   CUDA: the caching allocator's peak allocated / reserved bytes for a device. Only compiled in when
+//         the libtorch has CUDA (HSIPIPE_TORCH_CUDA); otherwise, and at run time without a usable
+//         GPU (torch::cuda::is_available() false), the query returns nullopt.
+#include <cstdint>
+#include <optional>
+
+namespace hsipipe::train {
+
+std::uint64_t peak_rss_bytes();
+/// Tries to reset the peak RSS; returns false if the kernel refused (peaks then accumulate).
+bool reset_peak_rss();
+
+struct DeviceMemory {
+  std::uint64_t peak_allocated = 0;  ///< bytes held by tensors at the peak
+  std::uint64_t peak_reserved = 0;   ///< bytes the allocator held from the driver at the peak
+};
+std::optional<DeviceMemory> cuda_peak_memory(int device);
+void cuda_reset_peak_memory(int device);
+/// True when this build's libtorch was compiled with CUDA.
+bool torch_built_with_cuda() noexcept;
+
+}  // namespace hsipipe::train

@@ -1,0 +1,87 @@
+#pragma once
+// train/step: the pieces of one data-parallel training step, separated so tests can check them
+// against single-process training.
+//
+// The rule that makes R ranks equal one process: the global batch of G samples is split over ranks
+// (rank r contributes b_r, sum b_r = G); each rank computes the SUM of its per-sample losses divided
+// by G, so after backward its gradient is (b_r / G) * (mean gradient of its b_r samples); GradSync
+// sums these over ranks, which gives exactly the mean gradient over the G samples (up to float
+// summation order). Every rank then applies the same optimizer step to the same parameters.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "dist/comm.hpp"
+#include "train/models.hpp"
+
+namespace hsipipe::train {
+
+/// Largest-remainder split of `global` samples over ranks in proportion to `counts` (each rank's
+/// training samples): sum of the result == min(global, sum counts); a rank with count 0 gets 0.
+/// Pure; every rank computes the same from the same all-gathered counts.
+std::vector<std::int64_t> split_batch(std::int64_t global, const std::vector<std::uint64_t>& counts);
+
+/// Rank-local plan of one epoch: `steps` batches of `local_batch` ids drawn from `local_ids` in a
+/// shuffled order; when the list runs out it is reshuffled and drawing continues (a rank whose shard
+/// is short keeps contributing its share). Shuffles come from SplitMix64 seeded by
+/// derive_seed(seed, fold, epoch) and the rank, so the plan is a pure function of its arguments.
+std::vector<std::vector<std::uint64_t>> epoch_plan(const std::vector<std::uint64_t>& local_ids, std::int64_t local_batch,
+                                                   std::int64_t steps, std::uint64_t seed, int fold, int epoch, int rank);
+
+/// Sums the gradients of `params` over all ranks in flat buckets of at most `bucket_bytes` (one
+/// allreduce per bucket). Works on CPU or CUDA tensors; when the communicator wants host memory and
+/// the parameters live on CUDA the bucket is staged through host memory. COLLECTIVE (allreduce()).
+class GradSync {
+ public:
+  GradSync(std::vector<torch::Tensor> params, dist::Communicator& comm, std::size_t bucket_bytes = 4u << 20);
+  /// COLLECTIVE. Undefined gradients count as zeros (a rank with an empty batch) and are defined after.
+  void allreduce();
+  std::size_t buckets() const noexcept { return buckets_.size(); }
+
+ private:
+  struct Bucket {
+    std::vector<std::size_t> params;
+    torch::Tensor flat;  ///< on the parameters' device
+    torch::Tensor host;  ///< staging when needed
+  };
+  std::vector<torch::Tensor> params_;
+  dist::Communicator& comm_;
+  std::vector<Bucket> buckets_;
+};
+
+enum class Precision { fp32, bf16 };
+Precision precision_from_name(const std::string& s);  ///< throws ConfigError naming --precision
+std::string precision_name(Precision p);
+
+/// RAII: bf16 autocast on `device` for the scope (forward passes), restoring the previous state.
+/// fp32 master weights stay fp32: autocast only casts the inputs of matmul/conv ops. No-op for fp32.
+class AutocastScope {
+ public:
+  AutocastScope(Precision p, torch::Device device);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool active_ = false;
+  bool cuda_ = false;
+  bool prev_enabled_ = false;
+  c10::ScalarType prev_dtype_{};
+};
+
+struct StepResult {
+  torch::Tensor loss_sum;  ///< sum of per-sample losses of the local batch (0-dim, on device, detached)
+  torch::Tensor correct;   ///< number of correct local predictions (0-dim int64, on device)
+  double compute_s = 0, comm_s = 0;
+};
+
+/// One step: zero grads, forward (autocast if bf16), loss = sum CE / global_batch, backward,
+/// GradSync::allreduce (COLLECTIVE), optimizer step. x/y may hold zero samples (the rank then
+/// contributes zero gradients but still takes part in the reduction).
+StepResult train_step(Model& model, torch::optim::Optimizer& opt, GradSync& sync, const torch::Tensor& x,
+                      const torch::Tensor& y, std::int64_t global_batch, Precision precision);
+
+}  // namespace hsipipe::train

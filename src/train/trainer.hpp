@@ -1,0 +1,65 @@
+#pragma once
+// train/trainer: `hsipipe train`, data-parallel training of one model over the k folds of a cache.
+//
+// COLLECTIVE: train() must be called by every rank of `world` with the same options. Each rank
+// loads ONLY its contiguous shard of the cache (split_range over n_samples, the rule decode used),
+// once for all folds; filters each fold's global train/validation ids to its range; trains with
+// gradients summed over ranks after every step (train/step.hpp: one step == single-process training
+// on the same global batch); and all-gathers (sample id, predicted class, scores) of its validation
+// samples, so the metrics cover exactly the fold's validation set (checked at run time, each sample
+// once). Rank 0 writes the results (train/results.hpp), RUN_DIR/fold-I/epochs.jsonl (one JSON
+// record per epoch) and one log line per epoch.
+//
+// Everything that can be refused is checked before any training, identically on every rank: the
+// model against the cache layout/patch/bands (check_model_fits), the folds file against the cache
+// (sample count and sample table; StaleError naming both files), option values (ConfigError).
+// A rank-local failure during set-up (a file one rank cannot read) becomes an error on every rank
+// instead of a deadlock (Comm::all_ok).
+//
+// Preemption: SIGTERM or SIGUSR1 sets a flag (async-signal-safe); between steps the ranks agree on
+// it (one allreduce), write a checkpoint at the current step and train() returns kExitPreempted after
+// rank 0 printed "checkpoint written, exiting for requeue". --resume continues from
+// RUN_DIR/fold-I/checkpoint.pt (same rank count); folds whose results exist are skipped.
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "dist/mpi.hpp"
+
+namespace hsipipe::train {
+
+/// Exit code of a run stopped by SIGTERM/SIGUSR1 after writing its checkpoint (EX_TEMPFAIL): the
+/// Slurm script requeues on it. Distinct from every hsipipe::Error exit code.
+inline constexpr int kExitPreempted = 75;
+
+struct TrainOptions {
+  std::string cache, folds, model, out;
+  std::string fold = "all";        ///< "all" or a fold index
+  int epochs = 20;
+  std::int64_t batch = 64;         ///< global batch (split over ranks in proportion to their training samples)
+  double lr = 1e-3;
+  std::string optimizer = "adam";  ///< adam | sgd (momentum 0.9)
+  double weight_decay = 0.0;
+  std::uint64_t seed = 42;
+  std::string device = "auto";     ///< auto | cpu | cuda
+  std::string backend = "auto";    ///< auto | nccl | mpi
+  int threads = 1;                 ///< loader producer threads per rank
+  int prefetch = 4;                ///< loader ring depth
+  std::string augment = "none";    ///< flip,rot90 | flip | rot90 | none
+  bool deterministic = false;
+  int checkpoint_every = 0;        ///< epochs; 0 = only on SIGTERM/SIGUSR1
+  bool resume = false;
+  std::string precision = "fp32";  ///< fp32 | bf16
+  bool log_epochs = true;          ///< one log line per epoch on rank 0
+
+  /// The options that define the training (written into results and checkpoints); excludes
+  /// fold, out and resume so that `--fold I` tasks and `--fold all` produce the same run identity.
+  nlohmann::json identity() const;
+};
+
+/// COLLECTIVE. Returns 0, or kExitPreempted after a signal. Throws hsipipe::Error subclasses.
+int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log);
+
+}  // namespace hsipipe::train
