@@ -3,6 +3,7 @@
 
 #include <cpl_conv.h>
 #include <cpl_error.h>
+#include <cpl_http.h>
 #include <cpl_string.h>
 #include <cpl_vsi.h>
 #include <gdal.h>
@@ -121,36 +122,67 @@ Counters file_counters(const std::string& gdal_path) {
   return c;
 }
 
-thread_local std::atomic<std::uint64_t>* t_retry_counter = nullptr;
+/// What one remote scene accumulates from GDAL's messages on the threads reading it.
+struct TraceSink {
+  std::atomic<std::uint64_t> retries{0};
+  std::mutex mutex;
+  std::vector<double> request_ms;  // under mutex
+};
 
-/// While alive on this thread, GDAL's "retrying" warnings count into `counter`: through
-/// note_gdal_retry() from any error handler pushed inside (readers push a quiet one around GDAL
-/// calls), or through the handler pushed here, which forwards every other message to GDAL's default.
-class RetryCounterScope {
+/// Per-thread state of GDAL's network trace (one request at a time per thread in vsicurl).
+struct ThreadTrace {
+  TraceSink* sink = nullptr;
+  bool in_request = false;
+  std::chrono::steady_clock::time_point t0;
+};
+thread_local ThreadTrace t_trace;
+
+// GDAL debug categories of the network file systems; CPL_DEBUG matches categories by substring.
+constexpr const char* kTraceCategories = "VSICURL,S3,GS,AZURE,ADLS,OSS,SWIFT";
+
+/// While alive on this thread: GDAL's network debug trace is switched on for this thread only
+/// (thread-local CPL_DEBUG) and its messages, and GDAL's "retrying" warnings, feed `sink` through
+/// note_gdal_message() -- from the handler pushed here, or from a quiet handler a reader pushes
+/// inside (gdal_reader.cpp). Other messages go to GDAL's default handler unless `quiet`.
+class TraceScope {
  public:
-  /// quiet: drop other messages too (the caller turns failures into exceptions with
-  /// CPLGetLastErrorMsg(), which GDAL records whatever the handler does).
-  explicit RetryCounterScope(std::atomic<std::uint64_t>& counter, bool quiet = false)
-      : previous_(t_retry_counter), pusher_(&RetryCounterScope::handler, quiet ? &counter : nullptr) {
-    t_retry_counter = &counter;
-    CPLSetCurrentErrorHandlerCatchDebug(FALSE);
+  explicit TraceScope(TraceSink& sink, bool quiet = false)
+      : previous_sink_(t_trace.sink), pusher_(&TraceScope::handler, quiet ? &sink : nullptr) {
+    const char* prev = CPLGetThreadLocalConfigOption("CPL_DEBUG", nullptr);
+    if (prev) previous_debug_ = prev;
+    had_debug_ = prev != nullptr;
+    CPLSetThreadLocalConfigOption("CPL_DEBUG", kTraceCategories);
+    CPLSetCurrentErrorHandlerCatchDebug(TRUE);
+    t_trace.sink = &sink;
+    t_trace.in_request = false;
   }
-  ~RetryCounterScope() { t_retry_counter = previous_; }
-  RetryCounterScope(const RetryCounterScope&) = delete;
-  RetryCounterScope& operator=(const RetryCounterScope&) = delete;
+  ~TraceScope() {
+    t_trace.sink = previous_sink_;
+    t_trace.in_request = false;
+    CPLSetThreadLocalConfigOption("CPL_DEBUG", had_debug_ ? previous_debug_.c_str() : nullptr);
+  }
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
 
  private:
   static void CPL_STDCALL handler(CPLErr cls, CPLErrorNum no, const char* msg) {
-    if (note_gdal_retry(cls == CE_Warning, msg)) return;
+    if (note_gdal_message(static_cast<int>(cls), msg)) return;
+    if (cls == CE_Debug) {
+      // Our trace is on for this thread only; show debug output only when the user asked for it.
+      if (std::getenv("CPL_DEBUG")) CPLDefaultErrorHandler(cls, no, msg);
+      return;
+    }
     if (!CPLGetErrorHandlerUserData()) CPLDefaultErrorHandler(cls, no, msg);
   }
-  std::atomic<std::uint64_t>* previous_;
+  TraceSink* previous_sink_;
+  std::string previous_debug_;
+  bool had_debug_ = false;
   CPLErrorHandlerPusher pusher_;
 };
 
-/// Quiet, but GDAL's "retrying" warnings still count (note_gdal_retry) for the scene on this thread.
+/// Quiet, but GDAL's messages still reach the trace of the scene reading on this thread.
 void CPL_STDCALL quiet_counting_handler(CPLErr cls, CPLErrorNum, const char* msg) {
-  note_gdal_retry(cls == CE_Warning, msg);
+  note_gdal_message(static_cast<int>(cls), msg);
 }
 
 std::string header_value(CSLConstList headers, const char* key) {
@@ -164,9 +196,22 @@ std::string header_value(CSLConstList headers, const char* key) {
   return {};
 }
 
-std::string describe_vsi_error(const std::string& what) {
+/// For a plain HTTP(S) object GDAL reports a 404 without a message: ask the server once more (HEAD).
+std::string http_status_text(const std::string& gpath) {
+  if (gpath.rfind("/vsicurl/", 0) != 0) return {};
+  const std::string url = gpath.substr(std::strlen("/vsicurl/"));
+  const char* opts[] = {"NO_BODY=YES", nullptr};
+  CPLHTTPResult* r = CPLHTTPFetch(url.c_str(), const_cast<char**>(opts));
+  std::string out;
+  if (r && r->pszErrBuf) out = r->pszErrBuf;
+  CPLHTTPDestroyResult(r);
+  return out;
+}
+
+std::string describe_vsi_error(const std::string& what, const std::string& gpath = {}) {
   const int no = CPLGetLastErrorNo();
   std::string msg = CPLGetLastErrorMsg();
+  if (msg.empty() && !gpath.empty()) msg = http_status_text(gpath);
   std::string hint;
   switch (no) {
     case CPLE_AWSAccessDenied:
@@ -196,12 +241,11 @@ std::string describe_vsi_error(const std::string& what) {
 class RemoteScene final : public Scene {
  public:
   RemoteScene(std::unique_ptr<Scene> inner, std::string user_path, std::string gdal_path, Counters base,
-              std::uint64_t open_retries)
-      : inner_(std::move(inner)),
-        user_path_(std::move(user_path)),
-        gdal_path_(std::move(gdal_path)),
-        base_(base),
-        retries_(open_retries) {}
+              const TraceSink& at_open)
+      : inner_(std::move(inner)), user_path_(std::move(user_path)), gdal_path_(std::move(gdal_path)), base_(base) {
+    trace_.retries = at_open.retries.load();
+    trace_.request_ms = at_open.request_ms;
+  }
 
   std::size_t rows() const override { return inner_->rows(); }
   std::size_t cols() const override { return inner_->cols(); }
@@ -221,7 +265,7 @@ class RemoteScene final : public Scene {
   std::uint64_t bytes_read() const override { return current().bytes; }
 
   void read_rows(std::size_t r0, std::size_t r1, float* out) const override {
-    RetryCounterScope scope(retries_);
+    TraceScope scope(trace_);
     const std::uint64_t before = file_counters(gdal_path_).requests;
     const auto t0 = std::chrono::steady_clock::now();
     inner_->read_rows(r0, r1, out);
@@ -239,7 +283,11 @@ class RemoteScene final : public Scene {
     const Counters now = current();
     s.requests = now.requests;
     s.bytes_fetched = now.bytes;
-    s.retries = retries_.load();
+    s.retries = trace_.retries.load();
+    {
+      std::lock_guard<std::mutex> lock(trace_.mutex);
+      s.request_latencies_ms = trace_.request_ms;
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     s.latencies_ms = latencies_ms_;
     s.block_reads = latencies_ms_.size();
@@ -247,7 +295,7 @@ class RemoteScene final : public Scene {
   }
 
   std::optional<SourceIdentity> source_identity() const override {
-    RetryCounterScope scope(retries_, /*quiet=*/true);
+    TraceScope scope(trace_, /*quiet=*/true);
     SourceIdentity id = read_source_identity(gdal_path_);
     id.url = redact_url(user_path_);
     return id;
@@ -264,7 +312,7 @@ class RemoteScene final : public Scene {
   std::unique_ptr<Scene> inner_;
   std::string user_path_, gdal_path_;
   Counters base_;
-  mutable std::atomic<std::uint64_t> retries_;
+  mutable TraceSink trace_;
   mutable std::mutex mutex_;
   mutable std::vector<double> latencies_ms_;
 };
@@ -273,14 +321,44 @@ class RemoteScene final : public Scene {
 
 // ---- public functions ------------------------------------------------------------------------
 
-bool note_gdal_retry(bool is_warning, const char* msg) noexcept {
-  // GDAL 3.x: "HTTP error code: 503 - ... Retrying again in 0.5 secs" (vsicurl, vsis3) and
-  // "... retrying in 0.50s ..." (other handlers).
-  if (!is_warning || !msg || (!std::strstr(msg, "Retrying again in") && !std::strstr(msg, "retrying in"))) {
-    return false;
+bool note_gdal_message(int cls, const char* msg) noexcept {
+  if (!msg) return false;
+  ThreadTrace& t = t_trace;
+  if (cls == CE_Warning) {
+    // "HTTP error code: 503 - URL. Retrying again in 0.5 secs" (vsicurl, vsis3 ...) and
+    // "... retrying in 0.50s ..." (other handlers): GDAL is about to send the request again.
+    if (!std::strstr(msg, "Retrying again in") && !std::strstr(msg, "retrying in")) return false;
+    if (t.sink) t.sink->retries.fetch_add(1, std::memory_order_relaxed);
+    t.in_request = false;
+    return true;
   }
-  if (t_retry_counter) t_retry_counter->fetch_add(1, std::memory_order_relaxed);
-  return true;
+  if (cls != CE_Debug) return false;
+  if (std::strstr(msg, ": Downloading ")) {  // "VSICURL: Downloading 0-16383 (URL)..." starts a request
+    t.in_request = true;
+    t.t0 = std::chrono::steady_clock::now();
+    return true;
+  }
+  if (const char* p = std::strstr(msg, ": Got response_code=")) {  // the request finished
+    const long code = std::strtol(p + std::strlen(": Got response_code="), nullptr, 10);
+    if (t.in_request && t.sink && code >= 200 && code < 300) {
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t.t0).count();
+      std::lock_guard<std::mutex> lock(t.sink->mutex);
+      t.sink->request_ms.push_back(ms);
+    }
+    t.in_request = false;
+    return true;
+  }
+  if (const char* p = std::strstr(msg, "): response_code=")) {
+    // "DownloadRegion(URL): response_code=206, msg=Recv failure: Connection reset by peer": a
+    // transport error. With a 2xx code libcurl re-sent the request on a fresh connection (a retry
+    // GDAL does not report); other codes go through GDAL's retry logic, counted by its warning.
+    if (std::strstr(msg, "DownloadRegion(") && std::strstr(msg, ", msg=")) {
+      const long code = std::strtol(p + std::strlen("): response_code="), nullptr, 10);
+      if (code >= 200 && code < 300 && t.sink) t.sink->retries.fetch_add(1, std::memory_order_relaxed);
+    }
+    return true;
+  }
+  return std::strstr(msg, "VSICURL: ") == msg || std::strstr(msg, "S3: ") == msg;  // other trace lines
 }
 
 bool is_remote_path(const std::string& path) {
@@ -413,8 +491,11 @@ SourceIdentity read_source_identity(const std::string& path) {
   SourceIdentity id;
   id.url = redact_url(path);
   CPLErrorHandlerPusher quiet(quiet_counting_handler);
-  VSIStatBufL st;
   CPLErrorReset();
+  VSILFILE* probe = VSIFOpenExL(gpath.c_str(), "rb", TRUE);
+  if (!probe) throw IoError(id.url, describe_vsi_error("cannot open remote object", gpath));
+  VSIFCloseL(probe);
+  VSIStatBufL st;
   if (VSIStatExL(gpath.c_str(), &st, VSI_STAT_EXISTS_FLAG | VSI_STAT_SIZE_FLAG | VSI_STAT_SET_ERROR_FLAG) != 0) {
     throw IoError(id.url, describe_vsi_error("cannot stat remote object"));
   }
@@ -450,16 +531,17 @@ std::unique_ptr<Scene> open_remote(const SceneSpec& spec) {
   SceneSpec g = spec;
   g.path = gdal_remote_path(spec.path);
   const std::string shown = redact_url(spec.path);
-  std::atomic<std::uint64_t> retries{0};
+  TraceSink at_open;
   const Counters base = file_counters(g.path);
   std::unique_ptr<Scene> inner;
   {
-    RetryCounterScope scope(retries, /*quiet=*/true);
-    VSIStatBufL st;
+    TraceScope scope(at_open, /*quiet=*/true);
+    // Opening with errors enabled makes GDAL say why it failed (HTTP status, S3 error code); a
+    // stat would cache "does not exist" silently.
     CPLErrorReset();
-    if (VSIStatExL(g.path.c_str(), &st, VSI_STAT_EXISTS_FLAG | VSI_STAT_SET_ERROR_FLAG) != 0) {
-      throw IoError(shown, describe_vsi_error("cannot open remote scene"));
-    }
+    VSILFILE* probe = VSIFOpenExL(g.path.c_str(), "rb", TRUE);
+    if (!probe) throw IoError(shown, describe_vsi_error("cannot open remote scene", g.path));
+    VSIFCloseL(probe);
     try {
       inner = open_gdal(g);
     } catch (const FormatError& e) {
@@ -471,7 +553,7 @@ std::unique_ptr<Scene> open_remote(const SceneSpec& spec) {
       throw FormatError(shown, e.field(), what);
     }
   }
-  return std::make_unique<RemoteScene>(std::move(inner), spec.path, g.path, base, retries.load());
+  return std::make_unique<RemoteScene>(std::move(inner), spec.path, g.path, base, at_open);
 }
 
 }  // namespace hsipipe::io

@@ -65,9 +65,11 @@ void configure_remote(const RemoteOptions& opts);
 std::unique_ptr<Scene> open_remote(const SceneSpec& spec);
 
 /// For GDAL error handlers elsewhere in io (readers push a quiet handler around GDAL calls, which
-/// would hide retries): returns true when `msg` is GDAL's "retrying" warning and then counts it for
-/// the remote scene reading on this thread (if any). Cheap, noexcept; call it first in such handlers.
-bool note_gdal_retry(bool is_warning, const char* msg) noexcept;
+/// would hide them): feeds GDAL's "retrying" warnings and its network trace (debug lines, switched on
+/// per thread only while a remote scene reads) to the statistics of the remote scene reading on this
+/// thread, if any. `cls` is the CPLErr value. Returns true when the message was one of those (the
+/// handler should then not print it). Cheap, noexcept; call it first in such handlers.
+bool note_gdal_message(int cls, const char* msg) noexcept;
 
 /// Reads the identity of a remote object now (HEAD + one range read of the first 64 KiB);
 /// what Scene::source_identity() returns and what `verify` compares against.

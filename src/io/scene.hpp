@@ -92,9 +92,12 @@ struct RemoteStats {
   std::uint64_t bytes_fetched = 0;  ///< bytes downloaded for this object
   std::uint64_t retries = 0;        ///< requests GDAL retried after 429/5xx/timeouts
   std::uint64_t block_reads = 0;    ///< read_rows() calls that went to the network
-  /// Wall time of each read_rows() call that went to the network, milliseconds (the block reads;
-  /// GDAL exposes no per-request latency). Percentiles: latency_percentile().
+  /// Wall time of each read_rows() call that went to the network, milliseconds (the block reads).
+  /// Percentiles: latency_percentile().
   std::vector<double> latencies_ms;
+  /// Latency of each HTTP range request (request sent to last byte received), milliseconds, taken
+  /// from GDAL's network trace; may be empty for paths GDAL does not trace (then use latencies_ms).
+  std::vector<double> request_latencies_ms;
 };
 /// Nearest-rank percentile (q in [0, 100]) of `ms`; 0 when empty.
 inline double latency_percentile(std::vector<double> ms, double q) {

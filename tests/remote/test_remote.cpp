@@ -161,6 +161,9 @@ TEST_CASE("reading some rows fetches only their tiles", "[server]") {
   CHECK(st.block_reads == 1);
   CHECK(st.latencies_ms.size() == 1);
   CHECK(st.latencies_ms[0] > 0.0);
+  // GDAL's trace gives one latency per range request sent during the read.
+  CHECK(st.request_latencies_ms.size() > open_stats.request_latencies_ms.size());
+  for (double ms : st.request_latencies_ms) CHECK(ms > 0.0);
   CHECK(s->bytes_read() == st.bytes_fetched);
   // The same rows again: served by GDAL's caches, no new request.
   s->read_rows(32, 48, buf.data());
