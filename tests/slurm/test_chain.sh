@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# The real chain through scripts/submit.sh on a private single-node Slurm (run under
+# scripts/slurm_test_cluster.sh run): synthetic 40x40x30 scene; decode with 2 ranks (srun --mpi=pmix);
+# folds (k=3); a 3-task train array with 2 ranks per task, CPU, --deterministic; report.
+#  - every job ends COMPLETED and every fold's results exist;
+#  - preemption: fold 1 gets SIGUSR1 (`scancel --signal=USR1 --batch`, what --signal=B:USR1@N does at
+#    the time limit) during training: it checkpoints, requeues itself, and the next attempt resumes
+#    from the checkpoint (its log says so) and completes;
+#  - staging: the folds job copies the cache to node-local disk, the train tasks reuse that copy; a
+#    corrupted staged copy is detected and replaced by the next job (train_all);
+#  - the summary of the array + report equals the one of train_all for the same folds and seed.
+source "$(dirname "$0")/common.sh"
+: "${SLURM_CONF:?run under scripts/slurm_test_cluster.sh run}"
+need_commands synth decode folds stage train report
+
+W=$HSIPIPE_SLURM_DIR/work-chain
+mkdir -p "$W"
+H=$HSIPIPE_BIN
+T0=$SECONDS
+
+"$H" synth --out "$W/scene" --rows 40 --cols 40 --bands 30 --classes 4 --seed 5 >/dev/null
+cat >"$W/chain.ini" <<INI
+[scene.field]
+path = $W/scene/scene.hdr
+labels = $W/scene/labels.hdr
+
+[decode]
+layout = pixel
+dtype = float32
+backend = npy
+normalize = zscore
+no-progress = true
+
+[folds]
+k = 3
+seed = 7
+strategy = stratified
+
+[train]
+model = hu1d
+epochs = ${HSIPIPE_TEST_EPOCHS:-12}
+batch = 32
+lr = 0.001
+seed = 11
+device = cpu
+deterministic = true
+INI
+
+export HSIPIPE_EXE=$H HSIPIPE_SHARED_DIR=$W/shared HSIPIPE_LOCAL_DIR=$W/local
+export HSIPIPE_DECODE_TASKS=2 HSIPIPE_TRAIN_TASKS=2 HSIPIPE_CPUS_PER_TASK=1
+export HSIPIPE_TIME_DECODE=00:10:00 HSIPIPE_TIME_FOLDS=00:10:00 HSIPIPE_TIME_TRAIN=00:10:00
+export HSIPIPE_TIME_TRAIN_ALL=00:10:00 HSIPIPE_TIME_REPORT=00:10:00
+# Checkpoints only on the signal, so a resumed attempt can only have started from the signal's one.
+export HSIPIPE_CHECKPOINT_EVERY=0
+OUT=$W/shared/chain
+LOGS=$OUT/logs
+
+job_states() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
+wait_done() {  # wait_done SECONDS JOBID...
+  local limit=$1 id busy
+  shift
+  while ((SECONDS - T0 < limit)); do
+    busy=0
+    for id in "$@"; do
+      [[ $(job_states "$id") =~ PENDING|RUNNING|CONFIGURING|COMPLETING|REQUEUE|SUSPENDED ]] && busy=1
+    done
+    ((busy)) || return 0
+    sleep 0.5
+  done
+  squeue
+  tail -n 30 "$LOGS"/* || true
+  fail "jobs $* not done after ${limit}s of the test"
+}
+show_logs() { for f in "$LOGS"/*; do echo "===== $f"; cat "$f"; done; }
+trap 'rc=$?; if ((rc != 0 && rc != 77)); then show_logs; fi' EXIT
+
+# ---------------------------------------------------------------- the chain
+out=$("$HSIPIPE_SOURCE_DIR/scripts/submit.sh" --name chain "$W/chain.ini")
+echo "$out"
+# shellcheck disable=SC1091
+source "$OUT/jobs.env"
+for v in HSIPIPE_JOB_DECODE HSIPIPE_JOB_FOLDS HSIPIPE_JOB_TRAIN HSIPIPE_JOB_REPORT; do
+  [[ ${!v:-} =~ ^[0-9]+$ ]] || fail "submit.sh did not record $v"
+  grep -qi "^job ${v#HSIPIPE_JOB_} ${!v}$" <<<"$out" || fail "submit.sh did not print the id of $v"
+done
+A=$HSIPIPE_JOB_TRAIN
+
+# ---------------------------------------------------------------- preempt fold 1 during training
+flog=$LOGS/hsipipe-train-${A}_1.out
+while ! grep -q "^fold 1 epoch 1/" "$flog" 2>/dev/null; do
+  ((SECONDS - T0 < 400)) || fail "fold 1 never reached its first epoch"
+  [[ $(job_states "${A}_1") =~ COMPLETED|FAILED|CANCELLED ]] && fail "fold 1 ended before it could be preempted"
+  sleep 0.2
+done
+scancel --signal=USR1 --batch "${A}_1"
+echo "sent SIGUSR1 to the batch shell of ${A}_1"
+
+wait_done 600 "$HSIPIPE_JOB_DECODE" "$HSIPIPE_JOB_FOLDS" "$A" "$HSIPIPE_JOB_REPORT"
+echo "chain done after $((SECONDS - T0)) s"
+for id in "$HSIPIPE_JOB_DECODE" "$HSIPIPE_JOB_FOLDS" "$A" "$HSIPIPE_JOB_REPORT"; do
+  [[ $(job_states "$id") == COMPLETED ]] || fail "job $id ended $(job_states "$id")"
+done
+[[ $(scontrol show job "$A" | grep -c 'JobState=COMPLETED') == 3 ]] || fail "not 3 completed array tasks"
+ok "decode, folds, 3 array tasks and report all COMPLETED"
+
+# decode: 2 ranks, node-local decode published to the shared path.
+dlog=$LOGS/hsipipe-decode-$HSIPIPE_JOB_DECODE.out
+"$PY" -c "import json,sys; m=json.load(open(sys.argv[1])); sys.exit(0 if m.get('ranks')==2 else 'ranks=%s' % m.get('ranks'))" \
+  "$OUT/cache/manifest.json" || fail "the cache was not decoded by 2 ranks"
+grep -q "decoding on node-local disk" "$dlog" && grep -q "copied to $OUT/cache" "$dlog" || fail "decode did not publish from local disk"
+ok "decode with 2 ranks, published to the shared path"
+
+# folds: fingerprint in the job log; the file checks against the cache.
+fp=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['fingerprint'])" "$OUT/folds.json")
+grep -q "$fp" "$LOGS/hsipipe-folds-$HSIPIPE_JOB_FOLDS.out" || fail "folds fingerprint $fp not in the folds log"
+"$H" folds --check "$OUT/folds.json" --cache "$OUT/cache" >/dev/null || fail "hsipipe folds --check failed"
+ok "folds fingerprint $fp"
+
+# results of every fold, and the summary.
+for f in 0 1 2; do
+  for file in metrics.json predictions.csv confusion.csv; do
+    [[ -s $OUT/run/fold-$f/$file ]] || fail "missing $OUT/run/fold-$f/$file"
+  done
+done
+[[ -s $OUT/run/summary.json ]] || fail "report wrote no summary.json"
+ok "fold results and summary"
+
+# staging: the folds job copied the cache to node-local disk, every train task reused that copy.
+stage_dir=$W/local/hsipipe-stage/chain/cache
+grep -q "copied to $stage_dir" "$LOGS/hsipipe-folds-$HSIPIPE_JOB_FOLDS.out" || fail "the folds job did not stage the cache"
+for f in 0 1 2; do
+  grep -q "reused the valid copy at $stage_dir" "$LOGS/hsipipe-train-${A}_$f.out" || fail "train task $f did not reuse the staged copy"
+done
+ok "staged once, reused by the train tasks"
+
+# preemption of fold 1: signal -> checkpoint -> requeue -> resume -> complete.
+cat "$flog"
+grep -q "SIGUSR1: asking hsipipe to checkpoint and stop" "$flog" || fail "the batch shell did not forward SIGUSR1"
+grep -Eq "^fold 1 epoch [0-9]+ step [0-9]+/[0-9]+: signal 10 received; checkpoint written, exiting for requeue" "$flog" \
+  || fail "hsipipe did not checkpoint on the signal"
+grep -q "requeueing ${A}_1" "$flog" || fail "the task did not requeue itself"
+grep -q "attempt 2" "$flog" || fail "no second attempt in the log"
+grep -q "resumed from checkpoint $OUT/run/fold-1/checkpoint.pt at fold 1" "$flog" || fail "the second attempt did not resume"
+[[ $(scontrol show job "${A}_1" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p') == 1 ]] || fail "fold 1 was not restarted exactly once"
+for f in 0 2; do
+  ! grep -q "resumed from checkpoint" "$LOGS/hsipipe-train-${A}_$f.out" || fail "fold $f resumed without being preempted"
+done
+ok "fold 1 preempted, requeued, resumed from its checkpoint and completed"
+
+# ---------------------------------------------------------------- corrupted staged copy, train_all
+flip_byte "$stage_dir/samples.npy" $(( $(stat -c %s "$stage_dir/samples.npy") - 3 ))
+out=$("$HSIPIPE_SOURCE_DIR/scripts/submit.sh" --name chain --stages train_all "$W/chain.ini")
+echo "$out"
+source "$OUT/jobs.env"
+wait_done 800 "$HSIPIPE_JOB_TRAIN_ALL"
+[[ $(job_states "$HSIPIPE_JOB_TRAIN_ALL") == COMPLETED ]] || fail "train_all ended $(job_states "$HSIPIPE_JOB_TRAIN_ALL")"
+alog=$LOGS/hsipipe-train-all-$HSIPIPE_JOB_TRAIN_ALL.out
+grep -q "samples.npy: content changed since it was staged" "$alog" || fail "the corrupted staged copy was not detected"
+grep -q "replaced the invalid copy at $stage_dir" "$alog" || fail "the corrupted staged copy was not replaced"
+cmp -s "$OUT/cache/samples.npy" "$stage_dir/samples.npy" || fail "the replaced copy differs from the cache"
+ok "corrupted staged copy detected and replaced"
+
+# ---------------------------------------------------------------- same summary both ways
+"$PY" - "$OUT/run/summary.json" "$OUT/run-all/summary.json" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+def folds(s):
+    return sorted((f["fold"], f["oa"], f["aa"], f["kappa"]) for f in s["folds"])
+fa, fb = folds(a), folds(b)
+print("array + report:", fa, "mean", a["mean"])
+print("train_all:     ", fb, "mean", b["mean"])
+if [f[0] for f in fa] != [0, 1, 2]:
+    sys.exit("array summary does not cover folds 0, 1, 2")
+if fa != fb or a["mean"] != b["mean"] or a["std"] != b["std"]:
+    sys.exit("the summaries differ")
+PYEOF
+ok "array + report summary equals train_all's"
+echo "PASS ($((SECONDS - T0)) s)"
