@@ -270,6 +270,7 @@ class RemoteScene final : public Scene {
     const auto t0 = std::chrono::steady_clock::now();
     inner_->read_rows(r0, r1, out);
     const auto t1 = std::chrono::steady_clock::now();
+    decoded_ += (r1 - r0) * cols() * bands() * sizeof(float);
     const std::uint64_t after = file_counters(gdal_path_).requests;
     if (after > before) {
       const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
@@ -284,6 +285,7 @@ class RemoteScene final : public Scene {
     s.requests = now.requests;
     s.bytes_fetched = now.bytes;
     s.retries = trace_.retries.load();
+    s.bytes_decoded = decoded_.load();
     {
       std::lock_guard<std::mutex> lock(trace_.mutex);
       s.request_latencies_ms = trace_.request_ms;
@@ -313,6 +315,7 @@ class RemoteScene final : public Scene {
   std::string user_path_, gdal_path_;
   Counters base_;
   mutable TraceSink trace_;
+  mutable std::atomic<std::uint64_t> decoded_{0};
   mutable std::mutex mutex_;
   mutable std::vector<double> latencies_ms_;
 };

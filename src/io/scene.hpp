@@ -90,6 +90,7 @@ class Scene {
 struct RemoteStats {
   std::uint64_t requests = 0;       ///< HTTP requests GDAL issued for this object (GET + HEAD)
   std::uint64_t bytes_fetched = 0;  ///< bytes downloaded for this object
+  std::uint64_t bytes_decoded = 0;  ///< float32 bytes read_rows() produced from them
   std::uint64_t retries = 0;        ///< requests GDAL retried after 429/5xx/timeouts
   std::uint64_t block_reads = 0;    ///< read_rows() calls that went to the network
   /// Wall time of each read_rows() call that went to the network, milliseconds (the block reads).

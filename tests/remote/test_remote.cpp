@@ -165,6 +165,7 @@ TEST_CASE("reading some rows fetches only their tiles", "[server]") {
   CHECK(st.request_latencies_ms.size() > open_stats.request_latencies_ms.size());
   for (double ms : st.request_latencies_ms) CHECK(ms > 0.0);
   CHECK(s->bytes_read() == st.bytes_fetched);
+  CHECK(st.bytes_decoded == 16 * s->cols() * s->bands() * sizeof(float));
   // The same rows again: served by GDAL's caches, no new request.
   s->read_rows(32, 48, buf.data());
   CHECK(s->remote_stats()->requests == st.requests);
