@@ -669,6 +669,9 @@ void Decoder::write_pass(Sink& sink) {
         // the window is no longer needed
         kept_windows_.erase(bi);
       });
+      if (n > 0)
+        if (const char* d = std::getenv("HSIPIPE_TEST_DELAY_WRITE_MS"))  // tests: a window for kill -9 mid-write
+          ::usleep(static_cast<useconds_t>(std::atol(d)) * 1000u);
       const auto tw0 = Clock::now();
       sink.write(a, first, n, bytes.data());
       t_.write += seconds_since(tw0);

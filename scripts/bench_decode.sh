@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Reader speed benchmark (not a test). Makes a 1024 x 1024 x 224 int16 BIL scene with `hsipipe synth`
+# in a temporary directory (outside the repository) and times, in one run, from the page cache:
+#   - `cat DATA > /dev/null`                       (the page-cache read rate)
+#   - `hsipipe info SCENE --decode-all`            (every row decoded to float32 BIP, row blocks, reused buffer)
+#   - SPy `open_image(SCENE).load()`               (/usr/bin/python3, Debian python3-spectral)
+# Each is the best of $BENCH_REPEAT runs (default 3); MB/s are of the data file's bytes (1 MB = 1e6 B).
+# Targets (issue 2): hsipipe >= 5x SPy, and >= 0.5x the page-cache read rate.
+#   HSIPIPE_BIN     the executable (default build/hsipipe; run scripts/setup.sh first)
+#   BENCH_ROWS/BENCH_COLS/BENCH_BANDS/BENCH_REPEAT   scene size and repetitions
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${HSIPIPE_BIN:-build/hsipipe}
+PY=/usr/bin/python3
+ROWS=${BENCH_ROWS:-1024} COLS=${BENCH_COLS:-1024} BANDS=${BENCH_BANDS:-224} REPEAT=${BENCH_REPEAT:-3}
+[ -x "$BIN" ] || { echo "bench_decode: $BIN not found: run scripts/setup.sh first (or set HSIPIPE_BIN)" >&2; exit 2; }
+BIN=$(realpath "$BIN")
+BENCH_TMP=$(mktemp -d "${TMPDIR:-/tmp}/hsipipe-bench.XXXXXX")
+trap 'rm -rf "$BENCH_TMP"' EXIT
+SCENE=$BENCH_TMP/scene/scene.hdr
+DATA=$BENCH_TMP/scene/scene.img
+
+echo "== reader: synthetic ${ROWS} x ${COLS} x ${BANDS} int16 BIL scene in $BENCH_TMP"
+"$BIN" synth --out "$BENCH_TMP/scene" --rows "$ROWS" --cols "$COLS" --bands "$BANDS" --interleave bil --dtype int16
+BYTES=$(stat -c %s "$DATA")
+cat "$DATA" > /dev/null  # warm the page cache
+
+now() { date +%s.%N; }
+best() { printf '%s\n' "$@" | sort -g | head -n1; }
+mbs() { awk -v b="$BYTES" -v s="$1" 'BEGIN { printf "%.1f", b / s / 1e6 }'; }
+
+cat_t=()
+for _ in $(seq "$REPEAT"); do
+  t0=$(now); cat "$DATA" > /dev/null; t1=$(now)
+  cat_t+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")
+done
+CAT_S=$(best "${cat_t[@]}")
+
+hs_t=()
+hs2_t=()
+for _ in $(seq "$REPEAT"); do
+  hs_t+=("$("$BIN" info "$SCENE" --decode-all | awk '/^decode-all:/ { print $2 }')")
+  hs2_t+=("$("$BIN" info "$SCENE" --decode-all --threads 2 | awk '/^decode-all:/ { print $2 }')")
+done
+HS_S=$(best "${hs_t[@]}")
+HS2_S=$(best "${hs2_t[@]}")
+
+SPY_S=$("$PY" - "$SCENE" "$REPEAT" <<'PYEOF'
+import sys, time, warnings
+warnings.simplefilter("ignore")
+import spectral
+best = None
+for _ in range(int(sys.argv[2])):
+    img = spectral.open_image(sys.argv[1])
+    t0 = time.perf_counter()
+    a = img.load()
+    t = time.perf_counter() - t0
+    best = t if best is None else min(best, t)
+    del a
+print(best)
+PYEOF
+)
+
+printf '%-46s %8.4f s %9s MB/s\n' "page cache: cat > /dev/null" "$CAT_S" "$(mbs "$CAT_S")"
+printf '%-46s %8.4f s %9s MB/s\n' "hsipipe info --decode-all (1 thread)" "$HS_S" "$(mbs "$HS_S")"
+printf '%-46s %8.4f s %9s MB/s\n' "hsipipe info --decode-all --threads 2" "$HS2_S" "$(mbs "$HS2_S")"
+printf '%-46s %8.4f s %9s MB/s\n' "SPy open_image(...).load()" "$SPY_S" "$(mbs "$SPY_S")"
+awk -v h="$HS_S" -v s="$SPY_S" -v c="$CAT_S" 'BEGIN {
+  printf "ratios (1 thread): hsipipe / SPy = %.1fx (target >= 5x), hsipipe / page cache = %.2f (target >= 0.5)\n", s / h, c / h }'
+
+# ==== decode section: appended by the decode engineer; may use $BIN, $BENCH_TMP, $SCENE, $DATA, $BYTES ====
+# `hsipipe decode` (pixel, float16, zscore over the labeled pixels) with 1 and 2 ranks, h5 and npy,
+# against a Python baseline doing the same work (SPy load, select the labeled pixels, z-score in
+# float64, np.save float16 samples + labels + coords). hsipipe times are the whole mpiexec command
+# (start-up included); the baseline is timed inside Python (imports excluded). Best of $BENCH_REPEAT.
+# Targets (issue 3): 1 rank >= 3x the baseline, 2 ranks >= 1.6x 1 rank, h5 within 1.5x of npy.
+LABELS=$BENCH_TMP/scene/labels.hdr
+MPIEXEC=${MPIEXEC:-mpiexec}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+echo "== decode: pixel, float16, zscore; labels $LABELS"
+decode_best() {  # ranks backend -> best wall seconds
+  local r=$1 be=$2 out="$BENCH_TMP/cache_$2_$1" ts=()
+  for _ in $(seq "$REPEAT"); do
+    rm -rf "$out"
+    local t0 t1
+    t0=$(now)
+    "$MPIEXEC" -n "$r" --oversubscribe "$BIN" decode --scene "$SCENE" --labels "$LABELS" --layout pixel \
+      --dtype float16 --normalize zscore --backend "$be" --out "$out" --no-progress > "$BENCH_TMP/decode_${be}_${r}.log" 2>&1 \
+      || { cat "$BENCH_TMP/decode_${be}_${r}.log" >&2; exit 1; }
+    t1=$(now)
+    ts+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")
+  done
+  cp "$BENCH_TMP/decode_${be}_${r}.log" "$BENCH_TMP/last_decode_${be}_${r}.log"
+  best "${ts[@]}"
+}
+D_NPY1=$(decode_best 1 npy)
+D_NPY2=$(decode_best 2 npy)
+D_H51=$(decode_best 1 h5)
+D_H52=$(decode_best 2 h5)
+NSAMP=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['n_samples'])" "$BENCH_TMP/cache_npy_1/manifest.json")
+PY_S=$("$PY" - "$SCENE" "$LABELS" "$BENCH_TMP/py" "$REPEAT" <<'PYEOF'
+import os, sys, time, warnings
+warnings.simplefilter("ignore")
+import numpy as np
+import spectral
+scene, labels, out, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+os.makedirs(out, exist_ok=True)
+best = None
+for _ in range(repeat):
+    t0 = time.perf_counter()
+    img = spectral.open_image(scene).load()
+    lab = np.asarray(spectral.open_image(labels).load())[:, :, 0]
+    rows, cols = np.nonzero(lab != 0)
+    x = np.asarray(img)[rows, cols, :].astype(np.float64)
+    x = (x - x.mean(axis=0)) / x.std(axis=0)
+    np.save(os.path.join(out, "samples.npy"), x.astype(np.float16))
+    np.save(os.path.join(out, "labels.npy"), lab[rows, cols].astype(np.int32))
+    np.save(os.path.join(out, "coords.npy"), np.stack([np.zeros_like(rows), rows, cols], 1).astype(np.int32))
+    t = time.perf_counter() - t0
+    best = t if best is None else min(best, t)
+    del img, x
+print(best)
+PYEOF
+)
+# same values as the baseline (float16 rounding apart)?
+"$PY" - "$BENCH_TMP/cache_npy_1" "$BENCH_TMP/py" <<'PYEOF'
+import sys, numpy as np
+a = np.load(sys.argv[1] + "/samples.npy").astype(np.float32)
+b = np.load(sys.argv[2] + "/samples.npy").astype(np.float32)
+print("decode vs baseline: shapes %s %s, max |diff| %.2e (float16 rounding)" % (a.shape, b.shape, np.abs(a - b).max()))
+PYEOF
+echo "labeled samples: $NSAMP of $((ROWS * COLS)) pixels"
+printf '%-46s %8.3f s %9s MB/s\n' "page cache: cat > /dev/null (the limit)" "$CAT_S" "$(mbs "$CAT_S")"
+printf '%-46s %8.3f s %9s MB/s\n' "python baseline (SPy + numpy + np.save)" "$PY_S" "$(mbs "$PY_S")"
+printf '%-46s %8.3f s %9s MB/s\n' "hsipipe decode npy, 1 rank" "$D_NPY1" "$(mbs "$D_NPY1")"
+printf '%-46s %8.3f s %9s MB/s\n' "hsipipe decode npy, 2 ranks" "$D_NPY2" "$(mbs "$D_NPY2")"
+printf '%-46s %8.3f s %9s MB/s\n' "hsipipe decode h5, 1 rank" "$D_H51" "$(mbs "$D_H51")"
+printf '%-46s %8.3f s %9s MB/s\n' "hsipipe decode h5, 2 ranks" "$D_H52" "$(mbs "$D_H52")"
+awk -v p="$PY_S" -v n1="$D_NPY1" -v n2="$D_NPY2" -v h1="$D_H51" -v h2="$D_H52" 'BEGIN {
+  printf "ratios: baseline / npy-1rank = %.2fx, baseline / h5-1rank = %.2fx (target >= 3x)\n", p / n1, p / h1
+  printf "        npy 1 rank / 2 ranks = %.2fx, h5 1 rank / 2 ranks = %.2fx (target >= 1.6x)\n", n1 / n2, h1 / h2
+  printf "        h5 / npy = %.2f (1 rank), %.2f (2 ranks) (target <= 1.5)\n", h1 / n1, h2 / n2 }'
+echo "hsipipe's own summary (npy, 2 ranks):"
+sed -n '/decode summary/,$p' "$BENCH_TMP/last_decode_npy_2.log"

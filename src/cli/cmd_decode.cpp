@@ -1,0 +1,135 @@
+// hsipipe decode: collective decode of scenes into one cache (src/cache/decode.hpp).
+//   mpiexec -n R hsipipe decode --config config/demo.ini
+//   mpiexec -n R hsipipe decode --scene a.hdr --labels a_gt.hdr --layout patch --patch 5 --out cache/a
+#include <filesystem>
+#include <iostream>
+
+#include "cache/decode.hpp"
+#include "cache/sink.hpp"
+#include "cli/command.hpp"
+#include "core/error.hpp"
+#include "dist/mpi.hpp"
+
+namespace hsipipe::cli {
+namespace {
+
+int run_decode(int argc, char** argv) {
+  po::options_description d("decode options");
+  d.add_options()
+      ("scene", po::value<std::vector<std::string>>()->composing(), "scene PATH[:VAR] (repeatable, in order)")
+      ("labels", po::value<std::vector<std::string>>()->composing(), "labels PATH[:VAR] for each --scene, in order (all or none)")
+      ("name", po::value<std::vector<std::string>>()->composing(), "scene names for each --scene (default: file stem)")
+      ("axes", po::value<std::string>()->default_value("hwb"), "HDF5 input axis order: hwb | bhw | whb")
+      ("drop-bands", po::value<std::string>()->default_value(""), "bands to drop, 1-based: 108-112,154-167,224")
+      ("bad-bands-from-header", po::bool_switch(), "drop the bands the header's bbl marks bad")
+      ("ignore-label", po::value<int>()->default_value(0), "label value of unlabeled pixels")
+      ("layout", po::value<std::string>()->default_value("pixel"), "pixel | patch | cube")
+      ("patch", po::value<int>()->default_value(0), "patch side P (odd); required for --layout patch")
+      ("border", po::value<std::string>()->default_value("reflect"), "patch border outside the scene: reflect | zero")
+      ("dtype", po::value<std::string>()->default_value("float32"), "float32 | float16")
+      ("normalize", po::value<std::string>()->default_value("zscore"), "zscore | minmax | none")
+      ("stats-over", po::value<std::string>()->default_value("labeled"), "labeled | all-pixels")
+      ("pca", po::value<int>()->default_value(0), "project onto the first K principal components (0: off)")
+      ("backend", po::value<std::string>()->default_value("npy"), "h5 | npy")
+      ("out", po::value<std::string>(), "cache directory to create")
+      ("force", po::bool_switch(), "replace an existing cache built from other sources/parameters")
+      ("memory-mb", po::value<std::uint64_t>()->default_value(1024), "per rank: decoded blocks kept between passes")
+      ("no-progress", po::bool_switch(), "no progress lines");
+  dist::Environment env(&argc, &argv);
+  dist::Comm comm;
+  try {
+    const Parsed p = parse(argc, argv, "decode", "[--config FILE] --scene PATH[:VAR] [--labels PATH[:VAR]] ... --out PATH", d);
+    if (p.help) return 0;
+    const auto& vm = p.vm;
+    cache::DecodeOptions o;
+    const std::string axes = vm["axes"].as<std::string>();
+    if (vm.count("scene")) {
+      const auto scenes = vm["scene"].as<std::vector<std::string>>();
+      const auto labels = vm.count("labels") ? vm["labels"].as<std::vector<std::string>>() : std::vector<std::string>{};
+      const auto names = vm.count("name") ? vm["name"].as<std::vector<std::string>>() : std::vector<std::string>{};
+      if (!labels.empty() && labels.size() != scenes.size())
+        throw ConfigError("decode: " + std::to_string(scenes.size()) + " --scene but " + std::to_string(labels.size()) +
+                          " --labels (give one per scene, or none for prediction caches)");
+      if (!names.empty() && names.size() != scenes.size())
+        throw ConfigError("decode: --name must be given once per --scene");
+      for (std::size_t i = 0; i < scenes.size(); ++i) {
+        cache::SceneInput in;
+        in.scene = io::SceneSpec::parse(scenes[i]);
+        in.scene.axes = axes;
+        in.name = names.empty() ? std::filesystem::path(in.scene.path).stem().string() : names[i];
+        if (names.empty() && scenes.size() > 1) in.name += "_" + std::to_string(i);
+        if (!labels.empty()) {
+          in.labels = io::SceneSpec::parse(labels[i]);
+          in.labels->axes = axes;
+        }
+        o.scenes.push_back(in);
+      }
+    } else {
+      const std::string base = p.config_path.empty() ? std::string(".")
+                                                     : std::filesystem::path(p.config_path).parent_path().string();
+      auto resolve = [&](const std::string& v) {
+        io::SceneSpec s = io::SceneSpec::parse(v);
+        if (!s.path.empty() && std::filesystem::path(s.path).is_relative() && s.path.find("://") == std::string::npos &&
+            !std::filesystem::exists(s.path))
+          s = io::SceneSpec::parse((std::filesystem::path(base) / v).string());
+        return s;
+      };
+      for (const auto& [sec, kv] : p.sections) {
+        if (sec.rfind("scene.", 0) != 0) continue;
+        cache::SceneInput in;
+        in.name = sec.substr(6);
+        auto it = kv.find("path");
+        if (it == kv.end()) throw ConfigError(p.config_path + ": section [" + sec + "] has no path");
+        in.scene = resolve(it->second);
+        if (auto v = kv.find("variable"); v != kv.end()) in.scene.variable = v->second;
+        in.scene.axes = kv.count("axes") ? kv.at("axes") : axes;
+        if (auto l = kv.find("labels"); l != kv.end() && !l->second.empty()) {
+          in.labels = resolve(l->second);
+          if (auto v = kv.find("labels_variable"); v != kv.end()) in.labels->variable = v->second;
+          in.labels->axes = in.scene.axes;
+        }
+        for (const auto& [k, v] : kv)
+          if (k != "path" && k != "labels" && k != "variable" && k != "labels_variable" && k != "axes")
+            throw ConfigError(p.config_path + ": section [" + sec + "]: unknown key '" + k +
+                              "' (expected path, labels, variable, labels_variable, axes)");
+        o.scenes.push_back(in);
+      }
+    }
+    o.drop_bands = vm["drop-bands"].as<std::string>();
+    o.bad_bands_from_header = vm["bad-bands-from-header"].as<bool>();
+    o.ignore_label = vm["ignore-label"].as<int>();
+    o.layout = cache::layout_from_name(vm["layout"].as<std::string>());
+    o.patch = vm["patch"].as<int>();
+    o.border = cache::border_from_name(vm["border"].as<std::string>());
+    const std::string dt = vm["dtype"].as<std::string>();
+    if (dt == "float32") o.dtype = DType::f32;
+    else if (dt == "float16") o.dtype = DType::f16;
+    else throw ConfigError("--dtype: unknown value '" + dt + "' (expected float32 or float16)");
+    o.normalize = cache::normalize_from_name(vm["normalize"].as<std::string>());
+    o.stats_over = cache::stats_over_from_name(vm["stats-over"].as<std::string>());
+    o.pca = vm["pca"].as<int>();
+    o.backend = vm["backend"].as<std::string>();
+    if (!vm.count("out")) throw ConfigError("decode: --out PATH is required");
+    o.out = vm["out"].as<std::string>();
+    o.force = vm["force"].as<bool>();
+    o.memory_bytes = vm["memory-mb"].as<std::uint64_t>() << 20;
+    o.progress = !vm["no-progress"].as<bool>();
+    cache::decode(o, comm);
+    return 0;
+  } catch (const cache::QuietError& e) {
+    return e.exit_code();  // rank 0 failed the same way and reports it
+  } catch (const cache::PeerError& e) {
+    if (comm.rank() != 0) return 1;
+    throw;
+  } catch (const Error& e) {
+    if (comm.rank() != 0) {
+      std::cerr << "hsipipe decode: rank " << comm.rank() << ": error: " << e.what() << "\n";
+      return e.exit_code();
+    }
+    throw;
+  }
+}
+
+}  // namespace
+HSIPIPE_COMMAND("decode", "decode scenes once into a sample-first cache (MPI ranks, h5 or npy)", run_decode);
+}  // namespace hsipipe::cli

@@ -1,0 +1,436 @@
+#!/usr/bin/python3
+"""End-to-end tests of `hsipipe decode` / `hsipipe verify` under real mpiexec ranks.
+
+The scenes are written here with numpy (ENVI BSQ int16 + labels), read back independently with SPy
+(spectral) and the expected cache contents computed with numpy: selection, band drop, normalisation,
+PCA, patch cutting with numpy.pad. Usage: decode_test.py GROUP (ranks | values | lifecycle | errors).
+Environment (set by ctest): HSIPIPE_BIN, OMPI_ALLOW_RUN_AS_ROOT...
+"""
+import fcntl
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+import spectral.io.envi as envi
+
+BIN = os.environ.get("HSIPIPE_BIN", "hsipipe")
+MPIEXEC = shutil.which("mpiexec") or "mpiexec"
+FAILS = []
+
+
+def check(cond, what):
+    if cond:
+        print("ok   ", what)
+    else:
+        print("FAIL ", what)
+        FAILS.append(what)
+
+
+def write_envi(path, cube, dtype_code, extra=""):
+    """cube [H, W, B] -> BSQ little-endian ENVI file PATH.img + PATH.hdr"""
+    H, W, B = cube.shape
+    np.ascontiguousarray(np.transpose(cube, (2, 0, 1))).astype(cube.dtype.newbyteorder("<")).tofile(path + ".img")
+    with open(path + ".hdr", "w") as f:
+        f.write("ENVI\nsamples = %d\nlines = %d\nbands = %d\nheader offset = 0\nfile type = ENVI Standard\n"
+                "data type = %d\ninterleave = bsq\nbyte order = 0\n%s" % (W, H, B, dtype_code, extra))
+
+
+def make_scene(d, name, H=60, W=50, B=40, seed=1, classes=4, labeled_frac=0.4, ignore_value=None):
+    rng = np.random.default_rng(seed)
+    base = rng.integers(500, 3000, size=(1, 1, B))
+    cube = (base + rng.normal(0, 200, size=(H, W, B)) + 40 * np.arange(H)[:, None, None]).astype(np.int16)
+    wl = ", ".join("%.1f" % w for w in np.linspace(400, 2500, B))
+    extra = "wavelength units = Nanometers\nwavelength = {%s}\n" % wl
+    if ignore_value is not None:
+        cube[3, 7, :] = ignore_value
+        extra += "data ignore value = %d\n" % ignore_value
+    write_envi(os.path.join(d, name), cube, 2, extra)
+    lab = np.where(rng.random((H, W)) < labeled_frac, rng.integers(1, classes + 1, size=(H, W)), 0).astype(np.uint8)
+    write_envi(os.path.join(d, name + "_gt"), lab[:, :, None], 1)
+    return os.path.join(d, name + ".hdr"), os.path.join(d, name + "_gt.hdr")
+
+
+def run(args, ranks=1, env=None, check_rc=None):
+    cmd = [MPIEXEC, "-n", str(ranks), "--oversubscribe", BIN] + args if ranks else [BIN] + args
+    e = dict(os.environ)
+    e.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+              "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMPI_MCA_btl_vader_single_copy_mechanism": "none"})
+    if env:
+        e.update(env)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=e)
+    out = p.stdout + p.stderr
+    if check_rc is not None and p.returncode != check_rc:
+        print("---- command:", " ".join(cmd), "rc", p.returncode)
+        print(out)
+    return p.returncode, out
+
+
+def decode(scene, labels, out, ranks=1, extra=(), env=None):
+    args = ["decode", "--scene", scene, "--out", out, "--no-progress"]
+    if labels:
+        args += ["--labels", labels]
+    return run(args + list(extra), ranks=ranks, env=env)
+
+
+def manifest(path):
+    with open(os.path.join(path, "manifest.json")) as f:
+        return json.load(f)
+
+
+def load_arrays(path):
+    """Every array of a cache as numpy, from npy or h5 files."""
+    m = manifest(path)
+    out = {}
+    if m["backend"] == "npy":
+        for f in sorted(glob.glob(os.path.join(path, "*.npy"))):
+            out[os.path.basename(f)[:-4]] = np.load(f, mmap_mode="r")
+    else:
+        with h5py.File(os.path.join(path, "cache.h5"), "r") as f:
+            for k in f:
+                if isinstance(f[k], h5py.Group):
+                    for s in f[k]:
+                        out["cube_" + s] = f[k][s][()]
+                else:
+                    out[k] = f[k][()]
+            out["_attr"] = f.attrs["manifest"]
+    return m, out
+
+
+# ------------------------------------------------------------------------------------------------
+def reference(hdr, gt, drop=(), normalize="zscore", pca=0, layout="pixel", patch=1, border="reflect",
+              dtype="float32", ignore=0):
+    """Independent numpy computation of the cache from SPy-decoded input."""
+    img = envi.open(hdr).load().astype(np.float64)  # [H, W, B]
+    lab = envi.open(gt).load()[:, :, 0].astype(np.int64) if gt else None
+    B = img.shape[2]
+    keep = [b for b in range(B) if b + 1 not in set(drop)]
+    x = img[:, :, keep]
+    if lab is not None:
+        rows, cols = np.nonzero(lab != ignore)
+    else:
+        valid = ~np.isnan(x[:, :, 0])
+        rows, cols = np.nonzero(valid)
+    samples = x[rows, cols, :]
+    mean = samples.mean(axis=0)
+    std = samples.std(axis=0)
+    if normalize == "zscore":
+        shift, scale = mean, std
+    elif normalize == "minmax":
+        shift, scale = samples.min(axis=0), samples.max(axis=0) - samples.min(axis=0)
+    else:
+        shift, scale = np.zeros(len(keep)), np.ones(len(keep))
+    scale = np.where(scale > 0, scale, 1.0)
+    xn = (x - shift) / scale
+    comps = None
+    if pca:
+        z = (samples - shift) / scale
+        zc = z - z.mean(axis=0)
+        cov = zc.T @ zc / len(zc)
+        w, v = np.linalg.eigh(cov)
+        order = np.argsort(w)[::-1][:pca]
+        comps = v[:, order].T
+        for k in range(pca):
+            i = np.argmax(np.abs(comps[k]))
+            if comps[k, i] < 0:
+                comps[k] = -comps[k]
+        xn = (xn - z.mean(axis=0)) @ comps.T
+    xn = xn.astype(np.float32)
+    if layout == "pixel":
+        data = xn[rows, cols, :]
+    elif layout == "patch":
+        h = patch // 2
+        mode = "reflect" if border == "reflect" else "constant"
+        padded = np.pad(xn, ((h, h), (h, h), (0, 0)), mode=mode)
+        data = np.stack([padded[r:r + patch, c:c + patch, :] for r, c in zip(rows, cols)])  # N, p, p, B
+        data = np.transpose(data, (0, 3, 1, 2))
+    else:
+        data = xn
+    if dtype == "float16":
+        data = data.astype(np.float16)
+    labels = lab[rows, cols] if lab is not None else -np.ones(len(rows), dtype=np.int64)
+    return data, labels, np.stack([np.zeros_like(rows), rows, cols], axis=1), mean, std, comps
+
+
+def close(a, b, dtype):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        print("     shape", a.shape, "vs", b.shape)
+        return False
+    tol = dict(rtol=2e-3, atol=2e-3) if dtype == "float16" else dict(rtol=1e-5, atol=1e-5)
+    ok = np.allclose(a, b, equal_nan=True, **tol)
+    if not ok:
+        print("     max |diff|", np.nanmax(np.abs(a - b)))
+    return ok
+
+
+# ------------------------------------------------------------------------------------------------
+def group_ranks(d):
+    """Caches built with 1, 2, 3 and 4 ranks are identical, for h5 and npy, each layout."""
+    hdr, gt = make_scene(d, "a")
+    for layout, extra in (("pixel", []), ("patch", ["--patch", "5"]), ("cube", ["--patch", "3"])):
+        sums = {}
+        for backend in ("npy", "h5"):
+            ref_arrays = None
+            for R in (1, 2, 3, 4):
+                out = os.path.join(d, "c_%s_%s_%d" % (layout, backend, R))
+                rc, log = decode(hdr, gt, out, R, ["--layout", layout, "--backend", backend, "--dtype", "float16",
+                                                   "--drop-bands", "1-2,39"] + extra)
+                check(rc == 0, "decode %s %s R=%d exits 0" % (layout, backend, R))
+                if rc != 0:
+                    print(log)
+                    continue
+                m, arrs = load_arrays(out)
+                sums[(backend, R)] = m["data_checksum"]
+                arrs.pop("_attr", None)
+                if ref_arrays is None:
+                    ref_arrays = arrs
+                else:
+                    same = sorted(arrs) == sorted(ref_arrays) and all(
+                        np.asarray(arrs[k]).tobytes() == np.asarray(ref_arrays[k]).tobytes() for k in arrs)
+                    check(same, "%s %s: R=%d arrays byte-identical to R=1" % (layout, backend, R))
+                if backend == "npy":
+                    files = sorted(glob.glob(os.path.join(out, "*.npy")))
+                    r1 = os.path.join(d, "c_%s_npy_1" % layout)
+                    check(all(open(f, "rb").read() == open(os.path.join(r1, os.path.basename(f)), "rb").read()
+                              for f in files), "%s npy R=%d: .npy files byte-identical to R=1" % (layout, R))
+                rc, log = run(["verify", out, "--samples", "8"], ranks=0)
+                check(rc == 0 and "OK" in log, "verify %s %s R=%d" % (layout, backend, R))
+                if rc != 0:
+                    print(log)
+        check(len(set(sums.values())) == 1, "%s: data_checksum identical for npy/h5 and R=1..4 (%s)" %
+              (layout, sorted(set(sums.values()))))
+
+
+def group_values(d):
+    """h5py/numpy read every layout/dtype; values equal an independent numpy computation from SPy."""
+    hdr, gt = make_scene(d, "v", seed=5)
+    cases = [
+        ("pixel", "float32", "zscore", 0, 1, "reflect", "npy"),
+        ("pixel", "float16", "zscore", 0, 1, "reflect", "h5"),
+        ("pixel", "float32", "minmax", 0, 1, "reflect", "h5"),
+        ("pixel", "float32", "none", 0, 1, "reflect", "npy"),
+        ("patch", "float32", "zscore", 0, 5, "reflect", "h5"),
+        ("patch", "float16", "zscore", 0, 3, "zero", "npy"),
+        ("cube", "float32", "zscore", 0, 5, "reflect", "npy"),
+        ("cube", "float16", "zscore", 0, 1, "reflect", "h5"),
+        ("pixel", "float32", "zscore", 5, 1, "reflect", "npy"),
+        ("patch", "float16", "zscore", 4, 3, "reflect", "h5"),
+    ]
+    drop = (1, 2, 3, 20, 40)
+    for i, (layout, dtype, norm, pca, patch, border, backend) in enumerate(cases):
+        name = "%s/%s/%s/pca%d/p%d/%s/%s" % (layout, dtype, norm, pca, patch, border, backend)
+        out = os.path.join(d, "val%d" % i)
+        extra = ["--layout", layout, "--dtype", dtype, "--normalize", norm, "--pca", str(pca), "--border", border,
+                 "--backend", backend, "--drop-bands", "1-3,20,40"]
+        if layout != "pixel":
+            extra += ["--patch", str(patch)]
+        rc, log = decode(hdr, gt, out, 2, extra)
+        check(rc == 0, "decode " + name)
+        if rc != 0:
+            print(log)
+            continue
+        m, a = load_arrays(out)
+        data, labels, coords, mean, std, comps = reference(hdr, gt, drop, norm, pca, layout, patch, border, dtype)
+        got = a["cube_0"] if layout == "cube" else a["samples"]
+        check(got.dtype == np.dtype(dtype), name + ": stored dtype %s read as numpy %s" % (dtype, got.dtype))
+        check(close(got, data, dtype), name + ": values equal the numpy/SPy computation")
+        check(np.array_equal(a["labels"], labels), name + ": labels")
+        check(np.array_equal(a["coords"], coords), name + ": coords (scene, row, col)")
+        check(np.allclose(a["band_mean"], mean, rtol=1e-12) and np.allclose(a["band_std"], std, rtol=1e-10),
+              name + ": band_mean/band_std equal numpy's (float64)")
+        check(np.allclose(a["wavelengths"], np.delete(np.linspace(400, 2500, 40), [0, 1, 2, 19, 39]), atol=0.06),
+              name + ": wavelengths of the kept bands")
+        if pca:
+            check(np.allclose(a["pca_components"], comps, atol=1e-8), name + ": pca_components")
+        if backend == "h5":
+            check(json.loads(a["_attr"])["data_checksum"] == m["data_checksum"], name + ": manifest attribute")
+        for k in ("format_version", "n_samples", "n_bands", "layout", "dtype", "data_checksum", "sources", "backend",
+                  "patch", "border", "scenes", "label_values", "statistics", "libraries", "hsipipe_version", "ranks"):
+            check(k in m, name + ": manifest has " + k)
+        check(m["n_bands"] == (pca or 35) and m["n_samples"] == len(labels), name + ": n_bands/n_samples")
+    # several scenes, one without labels (valid pixels only; the ignore-value pixel is not a sample)
+    hdr2, _ = make_scene(d, "w", H=30, W=20, seed=9, ignore_value=-9999)
+    out = os.path.join(d, "multi")
+    rc, log = run(["decode", "--scene", hdr, "--scene", hdr2, "--labels", gt, "--out", out, "--no-progress"], ranks=1)
+    check(rc == 2 and "--labels" in log, "one --labels for two --scene is refused")
+    rc, log = run(["decode", "--scene", hdr2, "--out", out, "--no-progress", "--layout", "patch", "--patch", "3"], ranks=3)
+    check(rc == 0, "unlabeled scene decodes (prediction cache)")
+    if rc == 0:
+        m, a = load_arrays(out)
+        data, labels, coords, mean, std, _ = reference(hdr2, None, (), "zscore", 0, "patch", 3, "reflect", "float32")
+        check(m["n_samples"] == 30 * 20 - 1 and np.all(a["labels"] == -1), "unlabeled: every valid pixel, label -1")
+        check(close(a["samples"], data, "float32"), "unlabeled: values equal numpy (NaN pixel kept out)")
+    # two labeled scenes in order, through an INI file
+    ini = os.path.join(d, "two.ini")
+    with open(ini, "w") as f:
+        f.write("[scene.first]\npath = %s\nlabels = %s\n[scene.second]\npath = %s\nlabels = %s\n"
+                "[decode]\nlayout = pixel\nbackend = h5\nout = %s\nno-progress = true\n" %
+                (hdr, gt, os.path.join(d, "v2.hdr"), os.path.join(d, "v2_gt.hdr"), os.path.join(d, "two")))
+    make_scene(d, "v2", H=35, W=25, seed=11)
+    rc, log = run(["decode", "--config", ini], ranks=2)
+    check(rc == 0, "two scenes from an INI file")
+    if rc == 0:
+        m, a = load_arrays(os.path.join(d, "two"))
+        l1 = envi.open(gt).load()[:, :, 0]
+        l2 = envi.open(os.path.join(d, "v2_gt.hdr")).load()[:, :, 0]
+        n1, n2 = int((l1 != 0).sum()), int((l2 != 0).sum())
+        check([s["name"] for s in m["scenes"]] == ["first", "second"], "scenes in the given order")
+        check(m["n_samples"] == n1 + n2 and np.all(a["coords"][:n1, 0] == 0) and np.all(a["coords"][n1:, 0] == 1),
+              "sample order: scene 0 then scene 1, row-major")
+        x1 = envi.open(hdr).load().astype(np.float64)
+        x2 = envi.open(os.path.join(d, "v2.hdr")).load().astype(np.float64)
+        s = np.concatenate([x1[l1 != 0], x2[l2 != 0]])
+        check(close(a["samples"], ((s - s.mean(0)) / s.std(0)).astype(np.float32), "float32"),
+              "two scenes: statistics over both, values equal numpy")
+
+
+def group_lifecycle(d):
+    """Reuse, refusal when a source changed, --force, the lock, kill -9 mid-write, verify."""
+    hdr, gt = make_scene(d, "l", seed=3)
+    out = os.path.join(d, "cache")
+    common = ["--layout", "patch", "--patch", "3", "--backend", "h5"]
+    rc, log = decode(hdr, gt, out, 2, common)
+    check(rc == 0, "first decode")
+    cs = manifest(out)["data_checksum"]
+    rc, log = decode(hdr, gt, out, 2, common)
+    check(rc == 0 and "decode skipped: cache is current" in log, "second decode reuses the cache")
+    rc, log = decode(hdr, gt, out, 1, common + ["--dtype", "float16"])
+    check(rc != 0 and "dtype" in log and "--force" in log, "different parameters are refused, naming dtype")
+    rc, log = run(["verify", out, "--deep"], ranks=0)
+    check(rc == 0 and "OK" in log, "verify --deep accepts the fresh cache")
+    # change the source: one value, same size
+    img = hdr[:-4] + ".img"
+    time.sleep(0.01)
+    with open(img, "r+b") as f:
+        f.seek(1000)
+        b = f.read(2)
+        f.seek(1000)
+        f.write(bytes([b[0] ^ 0x55, b[1]]))
+    rc, log = decode(hdr, gt, out, 2, common)
+    check(rc != 0 and "source" in log and img in log, "a changed source is refused, naming the file")
+    rc, log = run(["verify", out, "--deep"], ranks=0)
+    check(rc != 0 and "modified" in log and "content hash" in log, "verify --deep names the changed source")
+    check(manifest(out)["data_checksum"] == cs, "the refused decode left the old cache alone")
+    rc, log = decode(hdr, gt, out, 2, common + ["--force"])
+    check(rc == 0 and manifest(out)["data_checksum"] != cs, "--force replaces it")
+    check(not glob.glob(out + ".tmp-*") and not glob.glob(out + ".old-*"), "no temporary or old directory left")
+    rc, log = run(["verify", out, "--deep", "--samples", "50"], ranks=0)
+    check(rc == 0, "verify accepts the forced rebuild")
+    # corrupt one stored value: verify names the checksum and the sample
+    npy_out = os.path.join(d, "npycache")
+    rc, _ = decode(hdr, gt, npy_out, 2, ["--layout", "pixel"])
+    n = manifest(npy_out)["n_samples"]
+    with open(os.path.join(npy_out, "samples.npy"), "r+b") as f:
+        f.seek(-4 * 35, 2)
+        f.write(b"\x00\x00\xc0\x7f")  # a NaN in the last sample
+    rc, log = run(["verify", npy_out, "--samples", str(n)], ranks=0)
+    check(rc != 0 and "data checksum" in log and ("sample %d " % (n - 1)) in log, "verify names a corrupted sample")
+    # lock held by someone else: fail fast naming the holder
+    with open(out + ".lock", "w") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lk.write("pid 4242 on host testhost\n")
+        lk.flush()
+        t0 = time.time()
+        rc, log = decode(hdr, gt, out, 2, common + ["--force"])
+        check(rc != 0 and "pid 4242 on host testhost" in log and time.time() - t0 < 30, "held lock: clear fast failure")
+        fcntl.flock(lk, fcntl.LOCK_UN)
+    # kill -9 of one rank while writing
+    for backend in ("npy", "h5"):
+        kout = os.path.join(d, "killed_" + backend)
+        e = dict(os.environ, HSIPIPE_TEST_DELAY_WRITE_MS="1500", OMPI_ALLOW_RUN_AS_ROOT="1",
+                 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        p = subprocess.Popen([MPIEXEC, "-n", "2", "--oversubscribe", BIN, "decode", "--scene", hdr, "--labels", gt,
+                              "--out", kout, "--no-progress", "--backend", backend, "--layout", "patch", "--patch", "3"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e)
+        victim = None
+        t0 = time.time()
+        while time.time() - t0 < 60 and victim is None:
+            tmps = glob.glob(kout + ".tmp-*/*")
+            if tmps:
+                for pid in subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split():
+                    try:
+                        env = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
+                    except OSError:
+                        continue
+                    if b"OMPI_COMM_WORLD_RANK=1" in env:
+                        victim = int(pid)
+            time.sleep(0.05)
+        check(victim is not None, "%s: found rank 1 while it writes" % backend)
+        if victim:
+            os.kill(victim, signal.SIGKILL)
+        try:
+            p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+        check(p.returncode != 0, "%s: the killed job exits non-zero" % backend)
+        check(not os.path.exists(kout), "%s: nothing published at the cache path" % backend)
+        rc, log = run(["verify", kout], ranks=0)
+        check(rc != 0, "%s: verify refuses the path" % backend)
+        for t in glob.glob(kout + ".tmp-*"):
+            rc, log = run(["verify", t], ranks=0)
+            check(rc != 0 and "manifest.json is missing" in log, "%s: verify/CacheReader::open refuse %s" % (backend, t))
+        rc, log = decode(hdr, gt, kout, 2, ["--backend", backend, "--layout", "patch", "--patch", "3"])
+        check(rc == 0 and not glob.glob(kout + ".tmp-*"), "%s: the rerun succeeds and cleans up" % backend)
+        rc, log = run(["verify", kout], ranks=0)
+        check(rc == 0, "%s: verify accepts the rerun" % backend)
+
+
+def group_errors(d):
+    """Bad configuration: a clear error (exit 2) before anything is written."""
+    hdr, gt = make_scene(d, "e", H=20, W=15, B=12, seed=2)
+    hdr_b, gt_b = make_scene(d, "f", H=20, W=15, B=10, seed=2)
+    zero_gt = os.path.join(d, "zero_gt")
+    write_envi(zero_gt, np.zeros((20, 15, 1), np.uint8), 1)
+    cases = [
+        (["--layout", "diamond"], "unknown layout 'diamond'"),
+        (["--drop-bands", "3-13"], "out of range"),
+        (["--layout", "patch", "--patch", "4"], "must be odd"),
+        (["--layout", "patch", "--patch", "17"], "larger than scene"),
+        (["--layout", "patch"], "needs --patch"),
+        (["--pca", "20"], "--pca"),
+        (["--backend", "zarr"], "unknown backend"),
+        (["--dtype", "float64"], "--dtype"),
+        (["--normalize", "l2"], "--normalize"),
+    ]
+    for i, (extra, msg) in enumerate(cases):
+        out = os.path.join(d, "bad%d" % i)
+        rc, log = decode(hdr, gt, out, 2, extra)
+        check(rc == 2 and msg in log, "bad option %s: exit 2 and '%s'" % (" ".join(extra), msg))
+        check(not os.path.exists(out) and not glob.glob(out + ".tmp-*"), "  ... nothing written")
+    out = os.path.join(d, "zero")
+    rc, log = decode(hdr, zero_gt + ".hdr", out, 2)
+    check(rc == 2 and "zero samples" in log and not os.path.exists(out), "zero samples: clear error, nothing written")
+    out = os.path.join(d, "mixed")
+    rc, log = run(["decode", "--scene", hdr, "--scene", hdr_b, "--labels", gt, "--labels", gt_b, "--out", out], ranks=2)
+    check(rc == 2 and "different band counts" in log and not os.path.exists(out),
+          "scenes with different band counts: clear error, nothing written")
+    rc, log = decode(hdr, os.path.join(d, "missing_gt.hdr"), os.path.join(d, "m"), 2)
+    check(rc != 0 and "missing_gt" in log, "missing labels file named")
+    rc, log = run(["verify", os.path.join(d, "nothing")], ranks=0)
+    check(rc != 0 and "no such cache" in log, "verify of a missing cache")
+
+
+if __name__ == "__main__":
+    groups = {"ranks": group_ranks, "values": group_values, "lifecycle": group_lifecycle, "errors": group_errors}
+    which = sys.argv[1:] or list(groups)
+    with tempfile.TemporaryDirectory(prefix="hsipipe-decode-") as d:
+        for g in which:
+            sub = os.path.join(d, g)
+            os.makedirs(sub)
+            groups[g](sub)
+    if FAILS:
+        print("%d check(s) failed:" % len(FAILS))
+        for f in FAILS:
+            print("  ", f)
+        sys.exit(1)
+    print("all checks passed")
