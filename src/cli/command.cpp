@@ -90,7 +90,8 @@ Parsed parse(int argc, char** argv, const std::string& command, const std::strin
   all.add(desc).add(common);
   Parsed out;
   try {
-    auto parser = po::command_line_parser(argc - 1, argv + 1).options(all);
+    // argv[0] is the command name; Boost skips argv[0] itself, like main()'s program name.
+    auto parser = po::command_line_parser(argc, argv).options(all);
     if (positional) parser.positional(*positional);
     po::store(parser.run(), out.vm);
   } catch (const po::error& e) {
