@@ -95,7 +95,8 @@ ok "labels, truncation, missing, stray file, missing record, foreign manifest"
 
 # 6. Leftovers of a crashed stage (DEST.tmp-*) are removed under the lock.
 mkdir -p "$D.tmp-deadhost-999" && echo junk >"$D.tmp-deadhost-999/samples.npy"
-"$H" stage "$W/cache" "$D" | grep -q "removing leftover $D.tmp-deadhost-999" || fail "leftover not removed"
+out=$("$H" stage "$W/cache" "$D")
+grep -q "removing leftover $D.tmp-deadhost-999" <<<"$out" || fail "leftover not removed: $out"
 [[ ! -e $D.tmp-deadhost-999 ]] || fail "leftover still there"
 ok "leftovers"
 
