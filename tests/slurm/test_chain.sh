@@ -38,8 +38,8 @@ strategy = stratified
 
 [train]
 model = hu1d
-epochs = ${HSIPIPE_TEST_EPOCHS:-12}
-batch = 32
+epochs = ${HSIPIPE_TEST_EPOCHS:-30}
+batch = 16
 lr = 0.001
 seed = 11
 device = cpu
