@@ -220,9 +220,9 @@ case $cmd in
     rc=1
     cleanup() {
       stop_cluster "$dir"
-      if [[ $temp == 1 && $rc == 0 && ${HSIPIPE_SLURM_KEEP:-0} != 1 ]]; then
+      if [[ $temp == 1 && ($rc == 0 || $rc == 77) && ${HSIPIPE_SLURM_KEEP:-0} != 1 ]]; then
         rm -rf "$dir"
-      elif [[ $rc != 0 ]]; then
+      elif [[ $rc != 0 && $rc != 77 ]]; then
         echo "slurm_test_cluster: kept $dir (logs in $dir/log)" >&2
       fi
     }
