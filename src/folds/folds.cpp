@@ -365,8 +365,8 @@ void compute_leakage(const SampleTableView& t, Folds& out, int radius) {
       const std::int32_t fi = out.fold[static_cast<std::size_t>(i)];
       if (fi < 0) continue;
       ++n_val;
-      const auto& ex = static_cast<std::size_t>(fi) < out.excluded.size() ? out.excluded[static_cast<std::size_t>(fi)]
-                                                                          : std::vector<std::uint64_t>{};
+      static const std::vector<std::uint64_t> kNone;
+      const auto& ex = static_cast<std::size_t>(fi) < out.excluded.size() ? out.excluded[static_cast<std::size_t>(fi)] : kNone;
       bool leak = false;
       grids.for_window(i, radius, [&](std::int32_t j) {
         if (leak) return;
