@@ -155,6 +155,9 @@ def make_salinas(out, data):
                "labels": gt.astype(int).ravel().tolist(),
                "counts": {str(int(c)): int(n) for c, n in zip(classes, counts)},
                **save_ref(out, "salinasA_gt", gt[:, :, None])}]
+    ip = scipy.io.loadmat(os.path.join(data, "Indian_pines_gt.mat"))["indian_pines_gt"]
+    scenes.append({"name": "indian_pines_gt", "spec": os.path.join(data, "Indian_pines_gt.mat"),
+                   "labels": ip.astype(int).ravel().tolist(), **save_ref(out, "indian_pines_gt", ip[:, :, None])})
     return scenes, []
 
 

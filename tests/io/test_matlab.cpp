@@ -1,5 +1,9 @@
 // MATLAB reader against scipy.io.loadmat (v5) and h5py/numpy (v7.3 written in MATLAB's layout).
+#include <matio.h>
+
+#include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "io/format_check.hpp"
 #include "io/readers.hpp"
@@ -92,4 +96,63 @@ TEST_CASE("SalinasA.mat equals scipy.io.loadmat bit for bit, labels count per cl
   CHECK(counts == want);
   for (const auto& [cls, n] : gt.at("counts").items()) CHECK(counts[std::stoi(cls)] == n.get<int>());
   CHECK_NOTHROW(io::check_labels_match(*s, img));
+
+  // Indian Pines ground truth (145 x 145, classes 0..16) against loadmat, and against the wrong scene.
+  const io::LabelImage ip = test::check_labels(test::entry(m, "indian_pines_gt"));
+  CHECK(ip.rows == 145);
+  CHECK(*std::max_element(ip.labels.begin(), ip.labels.end()) == 16);
+  const std::string msg = test::error_of([&] { io::check_labels_match(*s, ip); });
+  CHECK(msg.find("Indian_pines_gt.mat") != std::string::npos);
+  CHECK(msg.find("dimensions") != std::string::npos);
+}
+
+namespace {
+// A value that tells row, column and band apart.
+std::int32_t probe_value(std::size_t r, std::size_t c, std::size_t b) {
+  return static_cast<std::int32_t>(1000000 * b + 1000 * c + r) - 500000;
+}
+}  // namespace
+
+TEST_CASE("MATLAB column-major orientation: files written by libmatio, v5 and v7.3 compressed", "[matlab]") {
+  // The oracle is the array itself: MATLAB's A(r+1, c+1, b+1) sits at r + c*H + b*H*W in memory and
+  // must come out as pixel (r, c), band b.
+  const std::size_t H = 11, W = 7, B = 5;
+  std::vector<std::int32_t> a(H * W * B);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t c = 0; c < W; ++c)
+      for (std::size_t r = 0; r < H; ++r) a[r + c * H + b * H * W] = probe_value(r, c, b);
+  test::TempDir dir("matio");
+  for (const auto& [ver, comp, name] :
+       {std::tuple{MAT_FT_MAT73, MAT_COMPRESSION_ZLIB, "v73z.mat"}, std::tuple{MAT_FT_MAT73, MAT_COMPRESSION_NONE, "v73.mat"},
+        std::tuple{MAT_FT_MAT5, MAT_COMPRESSION_ZLIB, "v5z.mat"}, std::tuple{MAT_FT_MAT5, MAT_COMPRESSION_NONE, "v5.mat"}}) {
+    const std::string path = dir.str(name);
+    {
+      mat_t* mat = Mat_CreateVer(path.c_str(), nullptr, ver);
+      REQUIRE(mat != nullptr);
+      std::size_t dims[3] = {H, W, B};
+      matvar_t* v = Mat_VarCreate("cube", MAT_C_INT32, MAT_T_INT32, 3, dims, a.data(), MAT_F_DONT_COPY_DATA);
+      REQUIRE(v != nullptr);
+      CHECK(Mat_VarWrite(mat, v, comp) == 0);
+      Mat_VarFree(v);
+      Mat_Close(mat);
+    }
+    INFO(name);
+    auto s = io::open_scene(io::SceneSpec::parse(path));
+    REQUIRE(s->rows() == H);
+    REQUIRE(s->cols() == W);
+    REQUIRE(s->bands() == B);
+    CHECK(s->format() == (ver == MAT_FT_MAT73 ? "MATLAB v7.3" : "MATLAB v5"));
+    CHECK(s->source_type() == DType::i32);
+    std::vector<float> out(3 * W * B);
+    for (std::size_t r0 = 0; r0 < H; r0 += 3) {
+      const std::size_t r1 = std::min(H, r0 + 3);
+      s->read_rows(r0, r1, out.data());
+      std::size_t bad = 0;
+      for (std::size_t r = r0; r < r1; ++r)
+        for (std::size_t c = 0; c < W; ++c)
+          for (std::size_t b = 0; b < B; ++b)
+            bad += out[((r - r0) * W + c) * B + b] != static_cast<float>(probe_value(r, c, b));
+      CHECK(bad == 0);
+    }
+  }
 }
