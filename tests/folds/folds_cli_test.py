@@ -127,11 +127,13 @@ def synthetic():
         check(rc == 0 and "OK" in text and "identical" in text, "--check accepts the folds of the same table")
         rc, text = run([BIN, "folds", "--check", good, "--samples", os.path.join(tmp, "two.csv")], expect=5)
         check(rc == 5 and "REFUSED" in text and "samples" in text, "--check refuses another table, saying why")
-        with open(good) as f:
+        strat = os.path.join(tmp, "strat.json")
+        run([BIN, "folds", "--samples", csv, "--k", "5", "--strategy", "stratified", "--out", strat])
+        with open(strat) as f:
             j = json.load(f)
-        j["fold"][0], j["fold"][1] = j["fold"][1], j["fold"][0]
-        if j["fold"][0] == j["fold"][1]:
-            j["fold"][0] = (j["fold"][0] + 1) % j["k"]
+        a = j["fold"].index(0)
+        b = j["fold"].index(1)
+        j["fold"][a], j["fold"][b] = 1, 0  # two samples change places: counts stay, the fingerprint does not
         edited = os.path.join(tmp, "edited.json")
         with open(edited, "w") as f:
             json.dump(j, f)
