@@ -35,13 +35,6 @@ find_library(MATIO_LIBRARY matio REQUIRED)
 add_library(Matio::Matio INTERFACE IMPORTED)
 target_include_directories(Matio::Matio INTERFACE ${MATIO_INCLUDE_DIR})
 target_link_libraries(Matio::Matio INTERFACE ${MATIO_LIBRARY})
-# matio.pc adds -lhdf5 from the SERIAL HDF5 directory. Linked into our binaries it binds our own H5*
-# calls to the serial library (Debian versions the symbols: HDF5_SERIAL_* vs HDF5_MPI_*), and the
-# MPI-IO driver then fails (H5Pset_fapl_mpio on a serial property list). libmatio.so keeps its own
-# dependency on the serial library; we only need libmatio itself.
-get_target_property(_hsipipe_matio_libs Matio::Matio INTERFACE_LINK_LIBRARIES)
-list(FILTER _hsipipe_matio_libs EXCLUDE REGEX "hdf5")
-set_target_properties(Matio::Matio PROPERTIES INTERFACE_LINK_LIBRARIES "${_hsipipe_matio_libs}")
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 
 if(HSIPIPE_WITH_GDAL)
