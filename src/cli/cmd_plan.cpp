@@ -2,6 +2,7 @@
 // activations per layer, workspace), cache sizes per layout, and which lever brings a budget within
 // reach. Rank-local; builds the model on the CPU for a batch-1 shape trace, trains nothing unless
 // --measure is given (then it runs real fp32 CPU steps and reports the peak RSS increase beside the estimate).
+#include <cmath>
 #include <iostream>
 
 #include "cli/command.hpp"

@@ -14,7 +14,6 @@
 
 using namespace hsipipe;
 using namespace hsipipe::train;
-using Catch::Approx;
 
 TEST_CASE("textbook two-rater example: kappa 0.4", "[metrics]") {
   // Cohen's kappa, Wikipedia "Simple example": 50 items, yes/yes 20, yes/no 5, no/yes 10, no/no 15.
@@ -48,7 +47,7 @@ TEST_CASE("class index maps original labels to 0..C-1", "[metrics]") {
   CHECK(ci.value(3) == 9);
   CHECK_FALSE(ci.contains(3));
   CHECK_THROWS_AS(ci.index(3), ConfigError);
-  CHECK_THROWS_AS(ClassIndex({1, 2, 1}), ConfigError);
+  CHECK_THROWS_AS((ClassIndex(std::vector<std::int32_t>{1, 2, 1})), ConfigError);
   ConfusionMatrix cm(4);
   CHECK_THROWS_AS(cm.add(4, 0), std::out_of_range);
 }

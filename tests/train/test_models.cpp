@@ -1,8 +1,9 @@
 // Models: forward shapes, deterministic initialisation, a few optimisation steps lower the loss on a
 // tiny separable problem, and check_model_fits refusals.
-#include <catch2/catch.hpp>
-
 #include <torch/torch.h>
+// glog (through libtorch) defines CHECK; Catch2 owns it in tests.
+#undef CHECK
+#include <catch2/catch.hpp>
 
 #include "core/error.hpp"
 #include "train/models.hpp"

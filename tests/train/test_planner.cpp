@@ -1,11 +1,12 @@
 // Planner: the budget terms add up, scale as they should, levers fit the budget, and the estimate
 // agrees with the measured peak RSS increase of real CPU training steps.
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <iostream>
 
 #include <torch/torch.h>
+// glog (through libtorch) defines CHECK; Catch2 owns it in tests.
+#undef CHECK
+#include <catch2/catch.hpp>
 
 #include "core/error.hpp"
 #include "train/models.hpp"

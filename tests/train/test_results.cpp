@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "core/error.hpp"
@@ -12,7 +13,6 @@
 
 using namespace hsipipe;
 using namespace hsipipe::train;
-using Catch::Approx;
 namespace stdfs = std::filesystem;
 
 namespace {
