@@ -96,6 +96,15 @@ Plan estimate(const PlanRequest& r) {
 
   std::uint64_t act = 0, max_saved = 0, max_conv = 0;
   std::int64_t prev_out = x.numel();
+  std::int64_t prev_padded = x.numel();  // input: plain layout
+  // oneDNN keeps convolution tensors in channel-blocked layouts, padding the channel count to a
+  // multiple of 16 (tensors with fewer than 4 channels, such as the network input, stay plain).
+  auto padded = [](const std::vector<std::int64_t>& shape, std::int64_t elems) {
+    if (shape.size() < 3) return elems;
+    const std::int64_t c = shape[1];
+    if (c < 4 || c % 16 == 0) return elems;
+    return elems / c * ((c + 15) / 16 * 16);
+  };
   for (const auto& t : trace) {
     PlanLayer l;
     l.name = t.name;
@@ -108,20 +117,21 @@ Plan estimate(const PlanRequest& r) {
     l.act_bytes = saved * n;
     std::int64_t out_elems = 1;
     for (std::size_t d = 1; d < t.out.size(); ++d) out_elems *= t.out[d];
+    const std::int64_t out_padded = padded(t.out, out_elems);
     const std::uint64_t elem = bf16 ? 2 : 4;
     if (t.kind.rfind("conv", 0) == 0) {
-      // oneDNN reorders the input and output of a convolution into blocked layouts (forward and backward).
-      l.workspace_bytes = static_cast<std::uint64_t>(prev_out + out_elems) * elem * n;
+      // Reorder buffers of a convolution: its input and output in the blocked layout.
+      l.workspace_bytes = static_cast<std::uint64_t>(prev_padded + out_padded) * elem * n;
       max_conv = std::max(max_conv, l.workspace_bytes);
     }
     max_saved = std::max(max_saved, static_cast<std::uint64_t>(std::max(out_elems, prev_out)) * elem * n);
     act += l.act_bytes;
-    if (t.kind != "reshape") prev_out = out_elems;
+    if (t.kind != "reshape") prev_out = out_elems, prev_padded = out_padded;
     p.layers.push_back(std::move(l));
   }
   p.m_act = act;
   p.m_input = n * (static_cast<std::uint64_t>(x.numel()) * 4 + 8);
-  p.m_workspace = 2 * max_saved + max_conv + (bf16 ? 2 * np : 0);
+  p.m_workspace = max_saved + max_conv + (bf16 ? 2 * np : 0);
   p.total = p.m_param + p.m_grad + p.m_opt + p.m_act + p.m_input + p.m_workspace;
 
   if (r.rows && r.cols && r.samples) {
