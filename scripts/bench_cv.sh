@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Cross-validation benchmark (not a test; issue 6): 5-fold cross-validation on a tiled, DEFLATE-compressed
+# GeoTIFF scene made from the synthetic scene with gdal_translate, with a small model (hu1d) and few
+# epochs, so that the naive pipeline spends several times as long decoding a fold as training it.
+#   naive:   for each fold, decode the GeoTIFF again (GDAL python bindings, /usr/bin/python3), select the
+#            labeled pixels, z-score, then train the same hu1d with a PyTorch DataLoader (2 threads);
+#   hsipipe: decode once (`hsipipe decode`, 2 ranks), then `hsipipe train --fold all` (2 ranks).
+# Both use the same folds (the folds file hsipipe writes) and the same epochs, batch and learning rate.
+# Prints total wall time, the decode/train split of each, bytes decoded (5x vs 1x) and the ratio.
+# Targets: decoded bytes exactly 1x; hsipipe total within 10% of its one decode plus five fold trainings;
+# at least 3x faster than naive in total.
+#   HSIPIPE_BIN (default build/hsipipe)  BENCH_ROWS/BENCH_COLS/BENCH_BANDS  BENCH_EPOCHS (default 1)
+#   BENCH_JSON  also write the figures as JSON to this file
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${HSIPIPE_BIN:-build/hsipipe}
+PY=/usr/bin/python3
+ROWS=${BENCH_ROWS:-512} COLS=${BENCH_COLS:-512} BANDS=${BENCH_BANDS:-200} EPOCHS=${BENCH_EPOCHS:-1}
+[ -x "$BIN" ] || { echo "bench_cv: $BIN not found: run scripts/setup.sh first (or set HSIPIPE_BIN)" >&2; exit 2; }
+BIN=$(realpath "$BIN")
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+W=$(mktemp -d "${TMPDIR:-/tmp}/hsipipe-bench-cv.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
+
+echo "== ${ROWS} x ${COLS} x ${BANDS} synthetic scene -> tiled DEFLATE GeoTIFF ($W)"
+"$BIN" synth --out "$W/envi" --rows "$ROWS" --cols "$COLS" --bands "$BANDS" --classes 8 --seed 11 > /dev/null
+gdal_translate -q -of GTiff -co TILED=YES -co BLOCKXSIZE=128 -co BLOCKYSIZE=128 -co COMPRESS=DEFLATE \
+  -co INTERLEAVE=PIXEL "$W/envi/scene.img" "$W/scene.tif"
+gdal_translate -q -of GTiff -co TILED=YES -co COMPRESS=DEFLATE "$W/envi/labels.img" "$W/labels.tif"
+echo "GeoTIFF: $(du -h "$W/scene.tif" | cut -f1) on disk, $(( ROWS * COLS * BANDS * 2 / 1000000 )) MB decoded"
+cat "$W/scene.tif" "$W/labels.tif" > /dev/null
+
+echo "== hsipipe: decode once, train --fold all (2 ranks)"
+T0=$(now)
+t=$(now)
+mpiexec -n 2 --oversubscribe "$BIN" decode --scene "$W/scene.tif" --labels "$W/labels.tif" --layout pixel \
+  --dtype float32 --normalize zscore --backend npy --out "$W/cache" --no-progress > "$W/decode.log" 2>&1 \
+  || { cat "$W/decode.log"; exit 1; }
+HS_DECODE=$(since "$t")
+"$BIN" folds --cache "$W/cache" --k 5 --seed 42 --strategy stratified --out "$W/folds.json" > /dev/null
+t=$(now)
+mpiexec -n 2 --oversubscribe "$BIN" train --cache "$W/cache" --folds "$W/folds.json" --model hu1d --fold all \
+  --epochs "$EPOCHS" --batch 256 --lr 0.001 --optimizer adam --seed 1 --out "$W/run" --quiet > "$W/train.log" 2>&1 \
+  || { cat "$W/train.log"; exit 1; }
+HS_TRAIN=$(since "$t")
+HS_TOTAL=$(since "$T0")
+grep -iE "bytes read|read:" "$W/decode.log" | tail -n 2 || true
+
+echo "== naive: decode the GeoTIFF again for every fold, then train (PyTorch, /usr/bin/python3)"
+PYTHONUNBUFFERED=1 "$PY" - "$W" "$EPOCHS" <<'PY'
+import json, math, os, sys, time
+import numpy as np
+import torch
+from osgeo import gdal
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+gdal.UseExceptions()
+w, epochs = sys.argv[1], int(sys.argv[2])
+torch.set_num_threads(2)
+folds = json.load(open(os.path.join(w, "folds.json")))
+fold_of = np.array(folds["fold"])
+k = folds["k"]
+
+class Hu1d(nn.Module):  # the same layers as hsipipe's hu1d (src/train/models.cpp)
+    def __init__(self, bands, classes):
+        super().__init__()
+        self.kernel = math.ceil(bands / 9)
+        self.pool_k = math.ceil(self.kernel / 5)
+        self.conv = nn.Conv1d(1, 20, self.kernel)
+        self.pool = nn.MaxPool1d(self.pool_k)
+        self.features = 20 * ((bands - self.kernel + 1) // self.pool_k)
+        self.fc1 = nn.Linear(self.features, 100)
+        self.fc2 = nn.Linear(100, classes)
+        for n, p in self.named_parameters():
+            nn.init.zeros_(p) if "bias" in n else nn.init.uniform_(p, -0.05, 0.05)
+    def forward(self, x):
+        h = torch.tanh(self.pool(self.conv(x.unsqueeze(1))))
+        return self.fc2(torch.tanh(self.fc1(h.view(-1, self.features))))
+
+res = {"folds": []}
+decoded = 0
+t_all = time.perf_counter()
+for f in range(k):
+    t0 = time.perf_counter()
+    ds = gdal.Open(os.path.join(w, "scene.tif"))
+    cube = ds.ReadAsArray()  # [B, H, W], every tile decompressed again
+    decoded += cube.nbytes
+    labels = gdal.Open(os.path.join(w, "labels.tif")).ReadAsArray()
+    mask = labels != 0
+    x = cube[:, mask].T.astype(np.float32)  # labeled pixels, row-major: the same sample order as hsipipe
+    y = labels[mask].astype(np.int64)
+    mean, std = x.mean(axis=0, dtype=np.float64), x.std(axis=0, dtype=np.float64)
+    x = ((x - mean) / np.where(std > 0, std, 1)).astype(np.float32)
+    del cube
+    t_decode = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    classes = np.unique(y)
+    yi = np.searchsorted(classes, y)
+    tr, va = fold_of != f, fold_of == f
+    torch.manual_seed(1)
+    model = Hu1d(x.shape[1], len(classes))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    dl = DataLoader(TensorDataset(torch.from_numpy(x[tr]), torch.from_numpy(yi[tr])), batch_size=256, shuffle=True)
+    for _ in range(epochs):
+        for xb, yb in dl:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+    with torch.no_grad():
+        pred = model(torch.from_numpy(x[va])).argmax(1).numpy()
+    oa = float((pred == yi[va]).mean())
+    t_train = time.perf_counter() - t1
+    res["folds"].append({"fold": f, "decode_s": t_decode, "train_s": t_train, "oa": oa})
+    print(f"naive fold {f}: decode {t_decode:.2f} s, train {t_train:.2f} s, OA {oa:.4f}", flush=True)
+res["total_s"] = time.perf_counter() - t_all
+res["decoded_bytes"] = decoded
+json.dump(res, open(os.path.join(w, "naive.json"), "w"))
+PY
+
+"$PY" - "$W" "$HS_DECODE" "$HS_TRAIN" "$HS_TOTAL" "$ROWS" "$COLS" "$BANDS" "${BENCH_JSON:-}" <<'PY'
+import glob, json, os, sys
+w = sys.argv[1]
+hs_decode, hs_train, hs_total = map(float, sys.argv[2:5])
+rows, cols, bands = map(int, sys.argv[5:8])
+dest = sys.argv[8]
+naive = json.load(open(os.path.join(w, "naive.json")))
+summary = json.load(open(os.path.join(w, "run", "summary.json")))
+fold_train = [json.load(open(p)).get("train", {}).get("train_seconds", 0.0)
+              for p in sorted(glob.glob(os.path.join(w, "run", "fold-*", "metrics.json")))]
+scene_bytes = rows * cols * bands * 2
+n_dec = sum(f["decode_s"] for f in naive["folds"])
+n_tr = sum(f["train_s"] for f in naive["folds"])
+print()
+print(f"{'':28} {'total s':>9} {'decode s':>9} {'train s':>9} {'decoded bytes':>15} {'mean OA':>8}")
+print(f"{'naive (decode per fold)':28} {naive['total_s']:9.2f} {n_dec:9.2f} {n_tr:9.2f} {naive['decoded_bytes']:15d} "
+      f"{sum(f['oa'] for f in naive['folds']) / len(naive['folds']):8.4f}")
+print(f"{'hsipipe (decode once)':28} {hs_total:9.2f} {hs_decode:9.2f} {hs_train:9.2f} {scene_bytes:15d} {summary['mean']['oa']:8.4f}")
+parts = hs_decode + sum(fold_train)
+out = {
+    "naive_total_s": naive["total_s"], "naive_decode_s": n_dec, "naive_train_s": n_tr,
+    "naive_decode_to_train_per_fold": n_dec / n_tr if n_tr else None,
+    "hsipipe_total_s": hs_total, "hsipipe_decode_s": hs_decode, "hsipipe_train_s": hs_train,
+    "hsipipe_fold_train_s": fold_train,
+    "decoded_bytes_naive": naive["decoded_bytes"], "decoded_bytes_hsipipe": scene_bytes,
+    "decoded_ratio": naive["decoded_bytes"] / scene_bytes,
+    "hsipipe_total_over_parts": hs_total / parts if parts else None,
+    "speedup": naive["total_s"] / hs_total,
+}
+print()
+print(f"naive decode / train per fold: {out['naive_decode_to_train_per_fold']:.1f}x   (the case: >= 3x)")
+print(f"bytes decoded: naive {out['decoded_ratio']:.0f}x the scene, hsipipe 1x")
+print(f"hsipipe total / (one decode + five fold trainings = {parts:.2f} s): {out['hsipipe_total_over_parts']:.2f}   "
+      "(target <= 1.10; the rest is process start-up and shard loading)")
+print(f"speed-up over naive: {out['speedup']:.1f}x   (target >= 3x)")
+if dest:
+    json.dump(out, open(dest, "w"), indent=2)
+PY
