@@ -783,6 +783,23 @@ void Decoder::print_summary(double total_seconds, const Sink& sink) {
   const std::vector<double> mine = {static_cast<double>(read), static_cast<double>(sink.bytes_written()),
                                     t_.read + t_.compute, t_.write};
   const auto all = comm_.allgatherv(mine);
+  // Remote scenes (io::Scene::remote_stats, rank-local): requests, bytes fetched vs decoded, retries,
+  // latencies; gathered by every rank (COLLECTIVE, same calls on all ranks), printed by rank 0.
+  std::vector<double> rmine(5, 0.0), req_ms, blk_ms;
+  for (const auto& st : sc_) {
+    if (const auto r = st.scene->remote_stats()) {
+      rmine[0] = 1;
+      rmine[1] += static_cast<double>(r->requests);
+      rmine[2] += static_cast<double>(r->bytes_fetched);
+      rmine[3] += static_cast<double>(r->bytes_decoded);
+      rmine[4] += static_cast<double>(r->retries);
+      req_ms.insert(req_ms.end(), r->request_latencies_ms.begin(), r->request_latencies_ms.end());
+      blk_ms.insert(blk_ms.end(), r->latencies_ms.begin(), r->latencies_ms.end());
+    }
+  }
+  const auto rall = comm_.allgatherv(rmine);
+  const auto req_all = comm_.allgatherv(req_ms);
+  const auto blk_all = comm_.allgatherv(blk_ms);
   if (rank_ != 0) return;
   double tr = 0, tw = 0, dec = 0, wr = 0;
   std::ostringstream o;
@@ -807,6 +824,32 @@ void Decoder::print_summary(double total_seconds, const Sink& sink) {
                 wr > 0 ? tw / 1e6 / wr : 0.0, total_seconds > 0 ? tr / 1e6 / total_seconds : 0.0,
                 total_seconds > 0 ? tw / 1e6 / total_seconds : 0.0);
   o << line;
+  double remote = 0, rq = 0, fetched = 0, decoded = 0, retries = 0;
+  for (int r = 0; r < R_; ++r) {
+    const double* v = rall.data() + 5 * r;
+    remote += v[0], rq += v[1], fetched += v[2], decoded += v[3], retries += v[4];
+  }
+  if (remote > 0) {
+    std::snprintf(line, sizeof line, "  remote: %.0f requests, fetched %s for %s decoded (%.2f), retries %.0f\n", rq,
+                  human_bytes(fetched).c_str(), human_bytes(decoded).c_str(), decoded > 0 ? fetched / decoded : 0.0,
+                  retries);
+    o << line;
+    for (int r = 0; r < R_; ++r) {
+      const double* v = rall.data() + 5 * r;
+      std::snprintf(line, sizeof line, "  remote rank %d: fetched %.0f B in %.0f requests, decoded %.0f B, retries %.0f\n",
+                    r, v[2], v[1], v[3], v[4]);
+      o << line;
+    }
+    auto pct = [&](const std::vector<double>& ms, const char* what) {
+      if (ms.empty()) return;
+      std::snprintf(line, sizeof line, "  remote %s latency p50/p95/p99: %.1f / %.1f / %.1f ms (%zu)\n", what,
+                    io::latency_percentile(ms, 50), io::latency_percentile(ms, 95), io::latency_percentile(ms, 99),
+                    ms.size());
+      o << line;
+    };
+    pct(req_all, "request");
+    pct(blk_all, "block-read");
+  }
   std::cout << o.str() << std::flush;
 }
 

@@ -92,7 +92,26 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
   for (const auto& s : m.at("sources")) {
     const std::string p = s.value("path", "");
     if (s.value("remote", false)) {
-      rep.notes.push_back("source " + p + ": remote, not re-checked");
+      // Re-read the identity (HEAD + the first 64 KiB): size, ETag, Last-Modified, header hash.
+      try {
+        const auto id = io::open_scene(io::SceneSpec::parse(p))->source_identity();
+        if (!id) {
+          rep.problems.push_back("source " + p + ": no longer opens as a remote scene");
+        } else {
+          if (id->size != s.value("size", std::uint64_t{0}))
+            rep.problems.push_back("source " + p + ": size " + std::to_string(id->size) + ", manifest says " +
+                                   std::to_string(s.value("size", std::uint64_t{0})));
+          for (const char* k : {"etag", "last_modified"}) {
+            const std::string was = s.value(k, ""), now = k[0] == 'e' ? id->etag : id->last_modified;
+            if (!was.empty() && was != now) rep.problems.push_back("source " + p + ": " + k + " " + now + ", manifest says " + was);
+          }
+          if (id->content_hash != s.value("xxh3", ""))
+            rep.problems.push_back("source " + p + ": content hash " + id->content_hash + ", manifest says " + s.value("xxh3", ""));
+        }
+      } catch (const Error& e) {
+        rep.problems.push_back("source " + p + ": " + e.what());
+      }
+      ++checked;
       continue;
     }
     if (!std::filesystem::exists(p)) {
