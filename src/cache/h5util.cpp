@@ -116,9 +116,8 @@ std::string read_string_attribute(hid_t obj, const char* name, const std::string
   }
   const std::size_t n = H5Tget_size(type);
   std::string s(n, '\0');
-  Id mt(check(H5Tcopy(H5T_C_S1), "H5Tcopy", file));
-  check(H5Tset_size(mt, n), "H5Tset_size", file);
-  check(H5Aread(attr, mt, s.data()), "H5Aread", file);
+  // read with the stored type itself: a NULLTERM memory type of the same size would drop the last byte
+  check(H5Aread(attr, type, s.data()), "H5Aread", file);
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
 }

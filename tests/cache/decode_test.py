@@ -45,8 +45,14 @@ def write_envi(path, cube, dtype_code, extra=""):
 
 def make_scene(d, name, H=60, W=50, B=40, seed=1, classes=4, labeled_frac=0.4, ignore_value=None):
     rng = np.random.default_rng(seed)
-    base = rng.integers(500, 3000, size=(1, 1, B))
-    cube = (base + rng.normal(0, 200, size=(H, W, B)) + 40 * np.arange(H)[:, None, None]).astype(np.int16)
+    base = rng.integers(1500, 3000, size=(1, 1, B)).astype(np.float64)
+    # a few "endmembers" with well separated variances, so PCA components are well defined
+    cube = base + rng.normal(0, 3, size=(H, W, B))
+    for k, amp in enumerate((600, 300, 150, 80, 40, 20)):
+        spectrum = np.sin(np.linspace(0, (k + 1) * np.pi, B) + k) + 0.3 * rng.normal(size=B)
+        field = rng.normal(size=(H, W))
+        cube += amp * field[:, :, None] * spectrum[None, None, :]
+    cube = np.clip(np.rint(cube), -30000, 30000).astype(np.int16)
     wl = ", ".join("%.1f" % w for w in np.linspace(400, 2500, B))
     extra = "wavelength units = Nanometers\nwavelength = {%s}\n" % wl
     if ignore_value is not None:
@@ -106,10 +112,12 @@ def load_arrays(path):
 
 # ------------------------------------------------------------------------------------------------
 def reference(hdr, gt, drop=(), normalize="zscore", pca=0, layout="pixel", patch=1, border="reflect",
-              dtype="float32", ignore=0):
+              dtype="float32", ignore=0, nodata=None):
     """Independent numpy computation of the cache from SPy-decoded input."""
-    img = envi.open(hdr).load().astype(np.float64)  # [H, W, B]
-    lab = envi.open(gt).load()[:, :, 0].astype(np.int64) if gt else None
+    img = np.asarray(envi.open(hdr).load(), dtype=np.float64)  # [H, W, B]
+    if nodata is not None:  # ENVI 'data ignore value': the whole pixel is invalid (NaN)
+        img[np.any(img == nodata, axis=2)] = np.nan
+    lab = np.asarray(envi.open(gt).load())[:, :, 0].astype(np.int64) if gt else None
     B = img.shape[2]
     keep = [b for b in range(B) if b + 1 not in set(drop)]
     x = img[:, :, keep]
@@ -266,7 +274,8 @@ def group_values(d):
     check(rc == 0, "unlabeled scene decodes (prediction cache)")
     if rc == 0:
         m, a = load_arrays(out)
-        data, labels, coords, mean, std, _ = reference(hdr2, None, (), "zscore", 0, "patch", 3, "reflect", "float32")
+        data, labels, coords, mean, std, _ = reference(hdr2, None, (), "zscore", 0, "patch", 3, "reflect", "float32",
+                                                       nodata=-9999)
         check(m["n_samples"] == 30 * 20 - 1 and np.all(a["labels"] == -1), "unlabeled: every valid pixel, label -1")
         check(close(a["samples"], data, "float32"), "unlabeled: values equal numpy (NaN pixel kept out)")
     # two labeled scenes in order, through an INI file
@@ -280,14 +289,14 @@ def group_values(d):
     check(rc == 0, "two scenes from an INI file")
     if rc == 0:
         m, a = load_arrays(os.path.join(d, "two"))
-        l1 = envi.open(gt).load()[:, :, 0]
-        l2 = envi.open(os.path.join(d, "v2_gt.hdr")).load()[:, :, 0]
+        l1 = np.asarray(envi.open(gt).load())[:, :, 0]
+        l2 = np.asarray(envi.open(os.path.join(d, "v2_gt.hdr")).load())[:, :, 0]
         n1, n2 = int((l1 != 0).sum()), int((l2 != 0).sum())
         check([s["name"] for s in m["scenes"]] == ["first", "second"], "scenes in the given order")
         check(m["n_samples"] == n1 + n2 and np.all(a["coords"][:n1, 0] == 0) and np.all(a["coords"][n1:, 0] == 1),
               "sample order: scene 0 then scene 1, row-major")
-        x1 = envi.open(hdr).load().astype(np.float64)
-        x2 = envi.open(os.path.join(d, "v2.hdr")).load().astype(np.float64)
+        x1 = np.asarray(envi.open(hdr).load(), dtype=np.float64)
+        x2 = np.asarray(envi.open(os.path.join(d, "v2.hdr")).load(), dtype=np.float64)
         s = np.concatenate([x1[l1 != 0], x2[l2 != 0]])
         check(close(a["samples"], ((s - s.mean(0)) / s.std(0)).astype(np.float32), "float32"),
               "two scenes: statistics over both, values equal numpy")
