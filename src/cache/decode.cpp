@@ -1107,12 +1107,17 @@ DecodeResult Decoder::run() {
 
 // ------------------------------------------------------------------------------------------------
 nlohmann::json decode_params_json(const DecodeOptions& o) {
+  // Local paths absolute; URLs (http(s)://, s3://) and GDAL /vsi paths as given.
+  auto abs_path = [](const std::string& p) {
+    if (p.find("://") != std::string::npos || p.rfind("/vsi", 0) == 0) return p;
+    return std::filesystem::absolute(p).lexically_normal().string();
+  };
   nlohmann::json scenes = nlohmann::json::array();
   for (const auto& s : o.scenes) {
-    nlohmann::json j = {{"name", s.name}, {"path", std::filesystem::absolute(s.scene.path).lexically_normal().string()},
+    nlohmann::json j = {{"name", s.name}, {"path", abs_path(s.scene.path)},
                         {"variable", s.scene.variable}, {"axes", s.scene.axes}};
     if (s.labels)
-      j["labels"] = {{"path", std::filesystem::absolute(s.labels->path).lexically_normal().string()},
+      j["labels"] = {{"path", abs_path(s.labels->path)},
                      {"variable", s.labels->variable}, {"axes", s.labels->axes}};
     else
       j["labels"] = nullptr;

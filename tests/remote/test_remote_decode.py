@@ -146,6 +146,9 @@ def main():
                         m = re.search(r"remote: (\d+) requests, fetched", r.stdout)
                         check(m is not None and int(m.group(1)) > 0,
                               f"http decode np{ranks}: the summary reports remote statistics")
+                        v = fixture.run([fixture.hsipipe(), "verify", out], env=env, check=False)
+                        check(v.returncode == 0 and v.stdout.strip().endswith("OK"),
+                              f"http decode np{ranks}: verify re-checks the remote sources and accepts them: {v.stdout.strip()[-300:]}")
                         per_rank = [float(x) for x in re.findall(r"remote rank \d+: fetched (\d+) B", r.stdout)]
                         check(len(per_rank) == ranks and all(0 < b < os.path.getsize(w.cog) * (1.1 if ranks == 1 else 0.75)
                                                              for b in per_rank),
