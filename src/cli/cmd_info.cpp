@@ -174,7 +174,7 @@ int run_info(int argc, char** argv) {
                          std::to_string(labeled) + " of " + std::to_string(buf.size()) + " pixels labeled" +
                          (invalid ? ", " + std::to_string(invalid) + " invalid (ignore value)" : ""));
       for (const auto& [k, n] : counts) {
-        std::cout << "  class " << std::setw(6) << k << ": " << std::setw(10) << n << (k == 0 ? "  (unlabeled)" : "")
+        std::cout << "  class " << std::right << std::setw(6) << k << ": " << std::setw(10) << n << (k == 0 ? "  (unlabeled)" : "")
                   << "\n";
       }
     }

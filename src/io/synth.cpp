@@ -197,11 +197,11 @@ struct SynthScene::Impl {
   };
   std::vector<Pixel> pixels;
   std::vector<std::int32_t> labels;
-  std::uint64_t key_noise = 0, key_t = 0, key_b = 0;
+  std::uint64_t key_noise = 0, key_t = 0, key_b = 0, key_s = 0;
 
   void build_spectra(Rng& g);
   void build_layout(Rng& g);
-  void pixel_weights(std::size_t r, std::size_t c, std::array<std::pair<const float*, float>, 6>& w, int& n) const;
+  void pixel_weights(std::size_t r, std::size_t c, std::array<std::pair<const float*, float>, 8>& w, int& n) const;
 };
 
 void SynthScene::Impl::build_spectra(Rng& g) {
@@ -226,7 +226,7 @@ void SynthScene::Impl::build_spectra(Rng& g) {
     for (const Dip& d : atmosphere) t *= 1 - d.depth * gaussian(wl[b], d.mu, d.sigma);
     T[b] = t;
     if (t < 0.25) info.bbl[b] = 0;
-    noise_sigma[b] = static_cast<float>(0.003 + 0.004 * std::max(0.0, (wl[b] - 1000) / 1500) + 0.02 * (1 - t));
+    noise_sigma[b] = static_cast<float>(0.008 + 0.006 * std::max(0.0, (wl[b] - 1000) / 1500) + 0.02 * (1 - t));
   }
   if (B >= 10) info.bbl.front() = info.bbl.back() = 0;
 
@@ -236,7 +236,7 @@ void SynthScene::Impl::build_spectra(Rng& g) {
     const int pair = k / 2;
     const bool soil_pair = pair % 4 == 3;
     if (k % 2 == 1) {
-      bases.push_back(perturb(bases.back(), 1.0, g));
+      bases.push_back(perturb(bases.back(), 0.6, g));
     } else {
       bases.push_back(soil_pair ? soil(g) : vegetation(g));
     }
@@ -348,7 +348,7 @@ void SynthScene::Impl::build_layout(Rng& g) {
   }
 }
 
-void SynthScene::Impl::pixel_weights(std::size_t r, std::size_t c, std::array<std::pair<const float*, float>, 6>& w,
+void SynthScene::Impl::pixel_weights(std::size_t r, std::size_t c, std::array<std::pair<const float*, float>, 8>& w,
                                      int& n) const {
   const Pixel& px = pixels[r * opt.cols + c];
   const double y = static_cast<double>(r), x = static_cast<double>(c);
@@ -362,9 +362,17 @@ void SynthScene::Impl::pixel_weights(std::size_t r, std::size_t c, std::array<st
     w[static_cast<std::size_t>(n++)] = {m[0].data(), s * (1 - t)};
     w[static_cast<std::size_t>(n++)] = {m[1].data(), s * t};
   };
-  const float keep = 1.0f - px.road;
+  // Sub-pixel soil exposure between crop rows: 0-15 %, varying smoothly.
+  const float exposed = static_cast<float>(0.075 * (1.0 + value_noise(x, y, 5.0, key_s)));
+  const float keep = (1.0f - px.road) * (1.0f - exposed);
   add(parcels[static_cast<std::size_t>(px.p1)], keep * px.alpha);
   add(parcels[static_cast<std::size_t>(px.p2)], keep * (1 - px.alpha));
+  {
+    const auto& m = materials[static_cast<std::size_t>(opt.classes)];
+    const float f = (1.0f - px.road) * exposed * bv;
+    w[static_cast<std::size_t>(n++)] = {m[0].data(), 0.5f * f};
+    w[static_cast<std::size_t>(n++)] = {m[1].data(), 0.5f * f};
+  }
   if (px.road > 0) {
     const auto& m = materials[static_cast<std::size_t>(opt.classes + 2)];
     w[static_cast<std::size_t>(n++)] = {m[0].data(), px.road * 0.5f * bv};
@@ -387,6 +395,7 @@ SynthScene::SynthScene(const SynthOptions& opt) : impl_(std::make_unique<Impl>()
   impl_->key_noise = g.next();
   impl_->key_t = g.next();
   impl_->key_b = g.next();
+  impl_->key_s = g.next();
   impl_->build_spectra(g);
   impl_->build_layout(g);
 }
@@ -401,7 +410,7 @@ const std::vector<std::string>& SynthScene::class_names() const { return impl_->
 void SynthScene::reflectance(std::size_t r0, std::size_t r1, float* out) const {
   const Impl& s = *impl_;
   const std::size_t C = s.opt.cols, B = s.opt.bands;
-  std::array<std::pair<const float*, float>, 6> w{};
+  std::array<std::pair<const float*, float>, 8> w{};
   for (std::size_t r = r0; r < r1; ++r) {
     for (std::size_t c = 0; c < C; ++c) {
       int n = 0;

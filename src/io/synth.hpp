@@ -11,7 +11,7 @@
 //  - parcels: a jittered-grid Voronoi tiling in coordinates warped by smooth noise (irregular borders);
 //    each parcel is a class or unlabeled background (bare soil, grass); a few straight asphalt roads;
 //  - linear mixing across parcel and road borders (1.5 px on each side); pixels whose own fraction
-//    is below 0.8 are left unlabeled; within-parcel variation (endmember blend and brightness vary
+//    is below 0.8 are left unlabeled; within-parcel variation (endmember blend, brightness and 0-15 % soil exposure vary
 //    smoothly in space), and sensor noise.
 // Deterministic from the seed: a counter-based SplitMix64 hash, independent of block order and platform.
 #include <cstdint>
