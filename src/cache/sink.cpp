@@ -181,6 +181,7 @@ class H5Sink final : public Sink {
 
   void write_range(hid_t ds, const ArraySpec& a, std::uint64_t first, std::uint64_t n, const void* data) {
     std::vector<hsize_t> d(a.shape.begin(), a.shape.end()), start(d.size(), 0), count = d;
+    if (d.empty() || d[0] == 0) return;  // an empty dataset (e.g. no wavelengths): same on every rank
     h5::Id fspace(HSIPIPE_H5(H5Dget_space(ds), path_));
     start[0] = first;
     count[0] = n;
