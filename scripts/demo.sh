@@ -4,7 +4,7 @@
 # summary table (per fold and mean +- std of OA, AA, kappa), the cache and folds fingerprints, the time
 # split and where the maps and confusion matrices are. Options come from config/demo.ini.
 #   HSIPIPE_BUILD_DIR  build folder (default build)     HSIPIPE_DEMO_RANKS  ranks (default 2)
-#   HSIPIPE_DEMO_OUT   output folder (default out/demo; it must match the paths in config/demo.ini)
+#   Files go to out/demo (the paths in config/demo.ini).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T_START=$(date +%s.%N)
@@ -15,19 +15,19 @@ step "set-up (scripts/setup.sh: Debian packages, Release build)"
 scripts/setup.sh
 BIN=${HSIPIPE_BUILD_DIR:-build}/hsipipe
 RANKS=${HSIPIPE_DEMO_RANKS:-2}
-OUT=${HSIPIPE_DEMO_OUT:-out/demo}
+OUT=out/demo
 CONFIG=config/demo.ini
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPI=(mpiexec -n "$RANKS" --oversubscribe)
 mkdir -p "$OUT"
 
-step "synth: the synthetic field scene -> $OUT/scene"
-if [ -f "$OUT/scene/scene.hdr" ] && [ -f "$OUT/scene/labels.hdr" ]; then
-  echo "already there (delete $OUT/scene to regenerate)"
+step "synth: the synthetic field scene -> $OUT/scene.hdr, $OUT/labels.hdr"
+if [ -f "$OUT/scene.hdr" ] && [ -f "$OUT/labels.hdr" ]; then
+  echo "already there (delete $OUT/scene.* and $OUT/labels.* to regenerate)"
 else
-  "$BIN" synth --out "$OUT/scene"
+  "$BIN" synth --out "$OUT"
 fi
-"$BIN" info "$OUT/scene/labels.hdr" | tail -n 12
+"$BIN" info "$OUT/labels.hdr" | tail -n 12
 
 step "decode with $RANKS ranks (phase one: decode once) -> $OUT/cache"
 t0=$(date +%s.%N)
