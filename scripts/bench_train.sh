@@ -49,13 +49,13 @@ use = recs[1:] if len(recs) > 1 else recs
 sps = sum(r["samples_per_s"] for r in use) / len(use)
 tot = sum(r["time_s"]["total"] for r in use)
 split = {k: sum(r["time_s"][k] for r in use) / tot for k in ("data_wait", "compute", "communication", "evaluation", "checkpoint")}
-print("%.1f %.3f %s %.1f" % (sps, split["compute"], " ".join("%s=%.3f" % kv for kv in split.items()), recs[-1]["val"]["oa"] * 100))
+print("%.1f %.3f %.1f %s" % (sps, split["compute"], recs[-1]["val"]["oa"] * 100, " ".join("%s=%.3f" % kv for kv in split.items())))
 PY
 }
 
 echo "1/3 hsipipe, 1 rank ..."
 OMP_NUM_THREADS=$CORES train 1 "$OUT/r1"
-read -r S1 E1 SPLIT1 OA1 < <(stats "$OUT/r1")
+read -r S1 E1 OA1 SPLIT1 < <(stats "$OUT/r1")
 
 echo "2/3 PyTorch Python, default DataLoader ..."
 read -r SP EP OAP < <($PY - "$OUT" "$BATCH" "$EPOCHS" "$CORES" <<'PY'
@@ -122,12 +122,14 @@ PY
 
 echo "3/3 hsipipe, 2 ranks ..."
 OMP_NUM_THREADS=$(( CORES / 2 > 0 ? CORES / 2 : 1 )) train 2 "$OUT/r2"
-read -r S2 E2 SPLIT2 OA2 < <(stats "$OUT/r2")
+read -r S2 E2 OA2 SPLIT2 < <(stats "$OUT/r2")
 
 RATIO_PT=$($PY -c "print('%.2f' % ($S1 / $SP))")
 RATIO_R=$($PY -c "print('%.2f' % ($S2 / $S1))")
 {
-  echo "## bench_train ($(date -u +%Y-%m-%dT%H:%MZ), $(hostname), $CORES cores, CPU only: no GPU in this run)"
+  echo "## bench_train (load average at start: $(cut -d' ' -f1-3 /proc/loadavg))"
+  echo
+  echo "### run ($(date -u +%Y-%m-%dT%H:%MZ), $(hostname), $CORES cores, CPU only: no GPU in this run)"
   echo
   echo "hu1d, ${ROWS}x${COLS}x${BANDS} synthetic scene, fold 0 of 5, batch $BATCH, $EPOCHS epochs (mean over epochs 2..)"
   echo
