@@ -28,7 +28,11 @@ PlanRequest req(const std::string& model, int bands, int patch, int batch) {
 }  // namespace
 
 // First in this binary, so the process has allocated little before it (glibc reuse would hide memory).
-TEST_CASE("estimate vs measured peak RSS of real CPU steps (li3d, hybridsn)", "[planner][measure]") {
+// Hidden from the default run (tag [.measure]): peak RSS on a shared CPU moves by +-30% between runs
+// (glibc arenas, oneDNN reorder buffers, OpenMP), so like every speed and memory target it is a
+// measurement to print and read, not a pass/fail gate in ctest. Run it with
+//   build/tests/train/test_train_planner "[.measure]"
+TEST_CASE("estimate vs measured peak RSS of real CPU steps (li3d, hybridsn)", "[planner][.measure]") {
   torch::set_num_threads(2);
   // Large enough that the activations dominate allocator noise (tens to hundreds of MiB), small enough
   // to run in a few seconds on 2 cores.
