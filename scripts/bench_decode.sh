@@ -8,6 +8,7 @@
 # Targets (issue 2): hsipipe >= 5x SPy, and >= 0.5x the page-cache read rate.
 #   HSIPIPE_BIN     the executable (default build/hsipipe; run scripts/setup.sh first)
 #   BENCH_ROWS/BENCH_COLS/BENCH_BANDS/BENCH_REPEAT   scene size and repetitions
+#   BENCH_JSON      also write the figures as JSON to this file (scripts/bench.sh uses it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${HSIPIPE_BIN:-build/hsipipe}
@@ -123,11 +124,13 @@ print(best)
 PYEOF
 )
 # same values as the baseline (float16 rounding apart)?
-"$PY" - "$BENCH_TMP/cache_npy_1" "$BENCH_TMP/py" <<'PYEOF'
+"$PY" - "$BENCH_TMP/cache_npy_1" "$BENCH_TMP/py" "$BENCH_TMP/maxdiff" <<'PYEOF'
 import sys, numpy as np
 a = np.load(sys.argv[1] + "/samples.npy").astype(np.float32)
 b = np.load(sys.argv[2] + "/samples.npy").astype(np.float32)
-print("decode vs baseline: shapes %s %s, max |diff| %.2e (float16 rounding)" % (a.shape, b.shape, np.abs(a - b).max()))
+d = float(np.abs(a - b).max()) if a.shape == b.shape else float("nan")
+print("decode vs baseline: shapes %s %s, max |diff| %.2e (float16 rounding)" % (a.shape, b.shape, d))
+open(sys.argv[3], "w").write(repr(d))
 PYEOF
 echo "labeled samples: $NSAMP of $((ROWS * COLS)) pixels"
 printf '%-46s %8.3f s %9s MB/s\n' "page cache: cat > /dev/null (the limit)" "$CAT_S" "$(mbs "$CAT_S")"
@@ -142,3 +145,27 @@ awk -v p="$PY_S" -v n1="$D_NPY1" -v n2="$D_NPY2" -v h1="$D_H51" -v h2="$D_H52" '
   printf "        h5 / npy = %.2f (1 rank), %.2f (2 ranks) (target <= 1.5)\n", h1 / n1, h2 / n2 }'
 echo "hsipipe's own summary (npy, 2 ranks):"
 sed -n '/decode summary/,$p' "$BENCH_TMP/last_decode_npy_2.log"
+if [ -n "${BENCH_JSON:-}" ]; then
+  "$PY" - "$BENCH_JSON" "$ROWS" "$COLS" "$BANDS" "$REPEAT" "$BYTES" "$NSAMP" "$CAT_S" "$HS_S" "$HS2_S" "$SPY_S" \
+    "$PY_S" "$D_NPY1" "$D_NPY2" "$D_H51" "$D_H52" "$(cat "$BENCH_TMP/maxdiff")" <<'PYEOF'
+import json, sys
+a = sys.argv
+rows, cols, bands, repeat, nbytes, nsamp = map(int, a[2:8])
+cat, hs1, hs2, spy, py, n1, n2, h1, h2 = map(float, a[8:17])
+mbs = lambda s: nbytes / s / 1e6
+json.dump({
+    "scene": {"rows": rows, "cols": cols, "bands": bands, "dtype": "int16", "interleave": "bil", "bytes": nbytes,
+              "labeled_samples": nsamp},
+    "repeat": repeat, "max_abs_diff_vs_baseline": float(a[17]),
+    "reader_s": {"page_cache": cat, "hsipipe_1_thread": hs1, "hsipipe_2_threads": hs2, "spy": spy},
+    "reader_mb_s": {"page_cache": mbs(cat), "hsipipe_1_thread": mbs(hs1), "hsipipe_2_threads": mbs(hs2), "spy": mbs(spy)},
+    "decode_s": {"python_baseline": py, "npy_1_rank": n1, "npy_2_ranks": n2, "h5_1_rank": h1, "h5_2_ranks": h2},
+    "decode_input_mb_s": {"python_baseline": mbs(py), "npy_1_rank": mbs(n1), "npy_2_ranks": mbs(n2),
+                          "h5_1_rank": mbs(h1), "h5_2_ranks": mbs(h2)},
+    "ratios": {"reader_hsipipe_vs_spy": spy / hs1, "reader_hsipipe_vs_page_cache": cat / hs1,
+               "decode_npy_1_rank_vs_baseline": py / n1, "decode_h5_1_rank_vs_baseline": py / h1,
+               "decode_npy_2_vs_1_ranks": n1 / n2, "decode_h5_2_vs_1_ranks": h1 / h2,
+               "decode_h5_vs_npy_1_rank": h1 / n1, "decode_h5_vs_npy_2_ranks": h2 / n2},
+}, open(a[1], "w"), indent=2)
+PYEOF
+fi

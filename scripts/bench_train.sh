@@ -2,8 +2,10 @@
 # bench_train.sh: training throughput of hsipipe against PyTorch Python, and 2 ranks against 1.
 # Not a test (no timed assertions); prints a table and writes it to $OUT/bench_train.md.
 #
-#   scripts/bench_train.sh [BUILD_DIR]      (default build-train, then build)
-#   env: ROWS COLS BANDS (synthetic scene, default 160 x 160 x 103), EPOCHS (3), BATCH (100), THREADS (1)
+#   scripts/bench_train.sh [BUILD_DIR]      (default $HSIPIPE_BIN if set, else build-train, then build)
+#   env: ROWS COLS BANDS (synthetic scene, default 160 x 160 x 103; BENCH_ROWS/BENCH_COLS/BENCH_BANDS are
+#        used when these are unset), EPOCHS (3), BATCH (100), THREADS (1), OUT (a new /tmp directory)
+#   BENCH_JSON  also write the figures as JSON to this file (scripts/bench.sh uses it)
 #
 # One run measures, on the same cache (tests/train/make_cache.py: npy, pixel layout, float32) and the
 # same fold (fold 0 of 5, stratified):
@@ -17,14 +19,18 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-}
-if [[ -z $BUILD ]]; then
+if [[ -n $BUILD ]]; then
+  BIN=$BUILD/hsipipe
+elif [[ -n ${HSIPIPE_BIN:-} ]]; then
+  BIN=$HSIPIPE_BIN
+else
   for b in build-train build; do [[ -x $SRC/$b/hsipipe ]] && BUILD=$SRC/$b && break; done
+  BIN=$BUILD/hsipipe
 fi
-BIN=$BUILD/hsipipe
 [[ -x $BIN ]] || { echo "bench_train: no hsipipe binary (build first: cmake --build BUILD --target hsipipe)" >&2; exit 2; }
 PY=/usr/bin/python3
 MPIEXEC=${MPIEXEC:-mpiexec}
-ROWS=${ROWS:-160}; COLS=${COLS:-160}; BANDS=${BANDS:-103}; EPOCHS=${EPOCHS:-3}; BATCH=${BATCH:-100}; THREADS=${THREADS:-1}
+ROWS=${ROWS:-${BENCH_ROWS:-160}}; COLS=${COLS:-${BENCH_COLS:-160}}; BANDS=${BANDS:-${BENCH_BANDS:-103}}; EPOCHS=${EPOCHS:-3}; BATCH=${BATCH:-100}; THREADS=${THREADS:-1}
 CORES=$(nproc)
 OUT=${OUT:-$(mktemp -d /tmp/bench_train.XXXXXX)}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -144,3 +150,22 @@ RATIO_R=$($PY -c "print('%.2f' % ($S2 / $S1))")
   echo "time split 1 rank: $SPLIT1"
   echo "time split 2 ranks: $SPLIT2"
 } | tee "$OUT/bench_train.md"
+if [[ -n ${BENCH_JSON:-} ]]; then
+  $PY - "$BENCH_JSON" "$ROWS" "$COLS" "$BANDS" "$EPOCHS" "$BATCH" "$CORES" "$S1" "$E1" "$OA1" "$SP" "$OAP" "$S2" "$E2" "$OA2" \
+    "$SPLIT1" "$SPLIT2" <<'PY'
+import json, sys
+a = sys.argv
+rows, cols, bands, epochs, batch, cores = map(int, a[2:8])
+s1, e1, oa1, sp, oap, s2, e2, oa2 = map(float, a[8:16])
+split = lambda t: {k: float(v) for k, v in (kv.split("=") for kv in t.split())}
+json.dump({
+    "scene": {"rows": rows, "cols": cols, "bands": bands}, "model": "hu1d", "epochs": epochs, "batch": batch,
+    "cores": cores,
+    "samples_per_s": {"hsipipe_1_rank": s1, "pytorch_default_dataloader": sp, "hsipipe_2_ranks": s2},
+    "eta": {"hsipipe_1_rank": e1, "hsipipe_2_ranks": e2},
+    "val_oa_percent": {"hsipipe_1_rank": oa1, "pytorch_default_dataloader": oap, "hsipipe_2_ranks": oa2},
+    "time_split": {"hsipipe_1_rank": split(a[16]), "hsipipe_2_ranks": split(a[17])},
+    "ratios": {"hsipipe_vs_pytorch": s1 / sp, "ranks_2_vs_1": s2 / s1},
+}, open(a[1], "w"), indent=2)
+PY
+fi
