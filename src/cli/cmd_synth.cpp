@@ -31,10 +31,13 @@ int run_synth(int argc, char** argv) {
       ("interleave", po::value<std::string>()->default_value("bil"), "bsq | bil | bip")
       ("dtype", po::value<std::string>()->default_value("int16"), "int16 | uint16 (reflectance x 10000) | float32")
       ("byte-order", po::value<int>()->default_value(0), "0 little-endian, 1 big-endian")
-      ("seed", po::value<std::string>()->default_value("1"), "seed, unsigned 64-bit");
+      ("seed", po::value<std::string>()->default_value("1"), "seed, unsigned 64-bit")
+      ("labeled-fraction", po::value<double>()->default_value(1.0),
+       "sparse ground truth: keep labels only in survey plots (a disc in every labeled parcel) covering this "
+       "fraction of the scene, in (0, 1]; 1 keeps every labeled pixel");
   const Parsed a = parse(argc, argv, "synth",
                          "--out DIR [--rows 145 --cols 145 --bands 200 --classes 8 --interleave bil --dtype int16 "
-                         "--byte-order 0 --seed 1]",
+                         "--byte-order 0 --seed 1 --labeled-fraction 1]",
                          desc);
   if (a.help) return 0;
   const auto& vm = a.vm;
@@ -54,6 +57,7 @@ int run_synth(int argc, char** argv) {
     throw ConfigError("--dtype: expected int16, uint16 or float32, got '" + dt + "'");
   }
   o.dtype = *type;
+  o.labeled_fraction = vm["labeled-fraction"].as<double>();  // checked by io::SynthScene
   o.byte_order = vm["byte-order"].as<int>();
   if (o.byte_order != 0 && o.byte_order != 1) throw ConfigError("--byte-order: expected 0 or 1");
   const std::string seed = vm["seed"].as<std::string>();

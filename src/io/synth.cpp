@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <sstream>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -302,6 +304,10 @@ void SynthScene::Impl::build_layout(Rng& g) {
   const double warp_amp = cell * 0.18, warp_period = cell * 0.6;
   pixels.resize(R * C);
   labels.assign(R * C, 0);
+  // Squared distance (warped coordinates) of each labeled pixel to its parcel's seed point, for the survey
+  // plots of a sparse ground truth.
+  std::vector<std::pair<double, std::size_t>> seed_dist;
+  const bool sparse = opt.labeled_fraction < 1.0;
   const double mix_half = 1.5;  // px on each side of a border
   for (std::size_t r = 0; r < R; ++r) {
     for (std::size_t c = 0; c < C; ++c) {
@@ -343,7 +349,20 @@ void SynthScene::Impl::build_layout(Rng& g) {
       }
       const float road = road_d <= 0 ? 1.0f : road_d < 1 ? static_cast<float>(1 - road_d) : 0.0f;
       pixels[r * C + c] = {p1, p2, alpha, road};
-      if (a.kind < K && alpha >= 0.8f && road < 0.2f) labels[r * C + c] = a.kind + 1;
+      if (a.kind < K && alpha >= 0.8f && road < 0.2f) {
+        labels[r * C + c] = a.kind + 1;
+        if (sparse) seed_dist.emplace_back(d1, r * C + c);
+      }
+    }
+  }
+  if (sparse) {
+    // Survey plots: keep the n labeled pixels nearest their parcel's seed point (ties by pixel index), i.e. a
+    // disc of one common radius inside every labeled parcel.
+    const auto n = static_cast<std::size_t>(
+        std::max(1.0, std::round(opt.labeled_fraction * static_cast<double>(R) * static_cast<double>(C))));
+    if (n < seed_dist.size()) {
+      std::nth_element(seed_dist.begin(), seed_dist.begin() + static_cast<std::ptrdiff_t>(n), seed_dist.end());
+      for (auto it = seed_dist.begin() + static_cast<std::ptrdiff_t>(n); it != seed_dist.end(); ++it) labels[it->second] = 0;
     }
   }
 }
@@ -390,6 +409,11 @@ SynthScene::SynthScene(const SynthOptions& opt) : impl_(std::make_unique<Impl>()
     throw ConfigError("synth: --dtype must be int16, uint16 or float32");
   }
   if (opt.byte_order != 0 && opt.byte_order != 1) throw ConfigError("synth: --byte-order must be 0 or 1");
+  if (!(opt.labeled_fraction > 0.0 && opt.labeled_fraction <= 1.0)) {
+    std::ostringstream os;
+    os << "synth: --labeled-fraction must be in (0, 1], got " << opt.labeled_fraction;
+    throw ConfigError(os.str());
+  }
   impl_->opt = opt;
   Rng g(mix64(opt.seed ^ 0x5eed5eed5eedULL));
   impl_->key_noise = g.next();
@@ -446,6 +470,8 @@ SynthFiles write_synthetic_scene(const std::string& dir, const SynthOptions& opt
   h.interleave = opt.interleave;
   h.byte_order = opt.byte_order;
   h.band_info = scene.band_info();
+  std::ostringstream fraction;
+  fraction << opt.labeled_fraction;
   const std::string desc = "{hsipipe synthetic field scene: seed " + std::to_string(opt.seed) + ", " +
                            std::to_string(opt.classes) + " classes}";
   EnviWriter data(files.scene_header, files.scene_data, h, {{"description", desc}, {"sensor type", "hsipipe synth"}});
@@ -461,7 +487,10 @@ SynthFiles write_synthetic_scene(const std::string& dir, const SynthOptions& opt
   for (const auto& n : scene.class_names()) names += ", " + n;
   names += "}";
   EnviWriter lab(files.labels_header, files.labels_data, lh,
-                 {{"description", "{hsipipe synthetic field scene labels: 0 = unlabeled}"},
+                 {{"description", opt.labeled_fraction < 1.0
+                                      ? "{hsipipe synthetic field scene labels: 0 = unlabeled; survey plots covering " +
+                                            fraction.str() + " of the scene}"
+                                      : "{hsipipe synthetic field scene labels: 0 = unlabeled}"},
                   {"classes", std::to_string(opt.classes + 1)},
                   {"class names", names}});
 

@@ -12,7 +12,11 @@
 //    each parcel is a class or unlabeled background (bare soil, grass); a few straight asphalt roads;
 //  - linear mixing across parcel and road borders (1.5 px on each side); pixels whose own fraction
 //    is below 0.8 are left unlabeled; within-parcel variation (endmember blend, brightness and 0-15 % soil exposure vary
-//    smoothly in space), and sensor noise.
+//    smoothly in space), and sensor noise;
+//  - optionally sparse ground truth (`labeled_fraction` < 1): only survey plots keep their labels, one disc
+//    around the centre of every labeled parcel, with one radius for the scene chosen so that the plots
+//    cover `labeled_fraction` of the pixels (or everything that is labeled, if that is less). Field
+//    campaigns label a few % of a scene; the spectra do not change, only the label raster.
 // Deterministic from the seed: a counter-based SplitMix64 hash, independent of block order and platform.
 #include <cstdint>
 #include <memory>
@@ -31,6 +35,8 @@ struct SynthOptions {
   DType dtype = DType::i16;  ///< i16 / u16: reflectance x 10000 (scale factor in the header); f32: reflectance
   int byte_order = 0;
   std::uint64_t seed = 1;
+  /// Fraction of the scene's pixels that keep a label, in (0, 1]; 1 = every labeled pixel (the default).
+  double labeled_fraction = 1.0;
 };
 
 /// The scene in memory: spectra are generated on demand, a block of rows at a time.

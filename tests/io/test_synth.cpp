@@ -132,6 +132,74 @@ TEST_CASE("synthetic scene looks like a field scene", "[synth]") {
   }
 }
 
+TEST_CASE("sparse ground truth: survey plots covering the labeled fraction, spectra unchanged", "[synth]") {
+  SynthOptions o;
+  o.rows = 256;
+  o.cols = 240;
+  o.bands = 20;
+  o.classes = 6;
+  o.seed = 7;
+  const SynthScene full(o);
+  const auto& F = full.labels();
+  const std::size_t R = o.rows, C = o.cols;
+  o.labeled_fraction = 0.05;
+  const SynthScene sparse(o);
+  const auto& S = sparse.labels();
+  REQUIRE(S.size() == F.size());
+  // exactly round(F * pixels) labeled, each with its label in the full ground truth
+  std::size_t kept = 0;
+  bool subset = true;
+  std::map<int, std::size_t> counts;
+  for (std::size_t i = 0; i < S.size(); ++i) {
+    if (!S[i]) continue;
+    ++kept;
+    ++counts[S[i]];
+    subset = subset && S[i] == F[i];
+  }
+  CHECK(kept == static_cast<std::size_t>(std::llround(0.05 * static_cast<double>(R * C))));
+  CHECK(subset);
+  CHECK(counts.size() == static_cast<std::size_t>(o.classes));  // every class keeps a plot
+  // plots, not scattered pixels: most kept pixels have all four neighbours kept (a random 5 % thinning: ~0)
+  std::size_t interior = 0;
+  for (std::size_t r = 1; r + 1 < R; ++r)
+    for (std::size_t c = 1; c + 1 < C; ++c)
+      if (S[r * C + c] && S[(r - 1) * C + c] && S[(r + 1) * C + c] && S[r * C + c - 1] && S[r * C + c + 1]) ++interior;
+  CHECK(static_cast<double>(interior) / static_cast<double>(kept) > 0.5);
+  // many plots spread over the scene: labeled pixels in most 64 x 60 blocks
+  std::size_t blocks = 0, hit = 0;
+  for (std::size_t br = 0; br < R; br += 64)
+    for (std::size_t bc = 0; bc < C; bc += 60) {
+      ++blocks;
+      bool any = false;
+      for (std::size_t r = br; r < std::min(R, br + 64); ++r)
+        for (std::size_t c = bc; c < std::min(C, bc + 60); ++c) any = any || S[r * C + c] != 0;
+      hit += any;
+    }
+  CHECK(hit * 4 >= blocks * 3);
+  // deterministic in the seed; another seed, other plots
+  CHECK(SynthScene(o).labels() == S);
+  o.seed = 8;
+  CHECK(SynthScene(o).labels() != S);
+  o.seed = 7;
+  // the spectra do not depend on the labeled fraction
+  std::vector<float> a(R * C * o.bands), b(R * C * o.bands);
+  full.reflectance(0, R, a.data());
+  sparse.reflectance(0, R, b.data());
+  CHECK(a == b);
+  // a fraction above what the scene has labeled keeps every label
+  o.labeled_fraction = 0.999;
+  CHECK(SynthScene(o).labels() == F);
+  // the written raster holds the same labels and counts
+  test::TempDir d("synth-sparse");
+  o.labeled_fraction = 0.05;
+  const SynthFiles f = write_synthetic_scene(d.str("s"), o);
+  const auto l = decode(f.labels_data);
+  CHECK(std::vector<std::int32_t>(l.begin(), l.end()) == S);
+  std::uint64_t written = 0;
+  for (std::size_t k = 1; k < f.class_counts.size(); ++k) written += f.class_counts[k];
+  CHECK(written == kept);
+}
+
 TEST_CASE("synth rejects bad options", "[synth]") {
   SynthOptions o;
   o.rows = 0;
@@ -142,4 +210,9 @@ TEST_CASE("synth rejects bad options", "[synth]") {
   o.dtype = DType::i16;
   o.classes = 0;
   CHECK_THROWS_AS(SynthScene(o), ConfigError);
+  o.classes = 3;
+  for (double f : {0.0, -0.1, 1.5, std::nan("")}) {
+    o.labeled_fraction = f;
+    CHECK_THROWS_AS(SynthScene(o), ConfigError);
+  }
 }
