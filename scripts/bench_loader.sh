@@ -105,9 +105,10 @@ json.dump(res, open(os.path.join(w, "torch.json"), "w"))
 PY
 
 echo
-"$PY" - "$W" "${BENCH_JSON:-}" <<'PY'
+"$PY" - "$W" "${BENCH_JSON:-}" "$ROWS" "$COLS" "$BANDS" "$BATCHES" <<'PY'
 import json, os, sys
 w, dest = sys.argv[1], sys.argv[2]
+s_rows, s_cols, s_bands, batches = map(int, sys.argv[3:7])
 hs1 = json.load(open(os.path.join(w, "hs1.json")))
 hs2 = json.load(open(os.path.join(w, "hs2.json")))
 tv = json.load(open(os.path.join(w, "torch.json")))
@@ -146,5 +147,6 @@ print(f"fraction of the bandwidth bound: {ratios['fraction_of_bandwidth_bound']:
 print(f"hsipipe / hu1d consumption:   {ratios['hsipipe_vs_hu1d_consumption']:.1f}x   (target >= 10x)")
 print(f"hu1d data wait: {100 * wait:.1f}% of the epoch   (target < 5%)")
 if dest:
-    json.dump({"rows": rows, "ratios": ratios, "memcpy_bytes_per_s": bw}, open(dest, "w"), indent=2)
+    json.dump({"rows": rows, "ratios": ratios, "memcpy_bytes_per_s": bw, "batches": batches,
+               "scene": f"a {s_rows} x {s_cols} x {s_bands} synthetic scene", "hu1d_epoch": ep}, open(dest, "w"), indent=2)
 PY
