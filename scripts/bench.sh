@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# bench.sh: runs the decode, loader, training and cross-validation benchmarks in one go and writes the
+# benchmark page (docs/BENCHMARKS.md) with a machine description, every figure next to the baseline measured
+# in the same run, the ratios against the issues' targets, and a throughput plot (docs/benchmarks.png).
+# Not a test. Run it on a quiet machine: the figures are only as good as the machine is idle (the page
+# records the load average before the first benchmark, and says so when the machine was busy).
+#
+#   scripts/bench.sh [--out PAGE.md] [--plot PLOT.png] [--remote] [--work DIR] [--report-only DIR]
+#     --out FILE         the page to write (default docs/BENCHMARKS.md; also BENCH_OUT)
+#     --plot FILE        the PNG (default: benchmarks.png next to the page)
+#     --remote           also run scripts/bench_remote.sh (needs nginx; slow); without it the page keeps the
+#                        "Remote scenes" section of docs/BENCHMARKS.md as it is (it says when it was measured)
+#     --work DIR         keep each benchmark's log and JSON in DIR (default: a temporary directory, removed)
+#     --report-only DIR  run nothing: rewrite the page and plot from a DIR an earlier --work run kept
+#   HSIPIPE_BIN        the executable (default build/hsipipe)
+#   Sizes: each script's defaults are the issues' sizes. BENCH_ROWS/BENCH_COLS/BENCH_BANDS, BENCH_REPEAT,
+#   BENCH_BATCHES, BENCH_EPOCHS, BENCH_LABELED_FRACTION (and bench_train's ROWS/COLS/BANDS/EPOCHS) are passed
+#   through for smoke tests at small sizes, and BENCH_REMOTE_SIZE="ROWS COLS BANDS" to bench_remote.sh; the page
+#   then says, in bold, that sizes were overridden.
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+cd "$SRC"
+PY=/usr/bin/python3
+OUT_MD=${BENCH_OUT:-docs/BENCHMARKS.md}
+PLOT='' REMOTE=0 WORK='' REPORT_ONLY=''
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) OUT_MD=$2; shift 2 ;;
+    --plot) PLOT=$2; shift 2 ;;
+    --remote) REMOTE=1; shift ;;
+    --work) WORK=$2; shift 2 ;;
+    --report-only) REPORT_ONLY=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$PLOT" ] || PLOT=$(dirname "$OUT_MD")/benchmarks.png
+mkdir -p "$(dirname "$OUT_MD")" "$(dirname "$PLOT")"
+# the remote section is kept from the repository's page (read now: OUT_MD may be that page)
+REMOTE_FROM=$(mktemp "${TMPDIR:-/tmp}/hsipipe-bench-remote-section.XXXXXX")
+trap 'rm -f "$REMOTE_FROM"' EXIT
+[ -f docs/BENCHMARKS.md ] && cp docs/BENCHMARKS.md "$REMOTE_FROM"
+
+report() {  # work dir
+  "$PY" scripts/bench_report.py report "$1" --out "$OUT_MD" --plot "$PLOT" --remote-from "$REMOTE_FROM"
+  echo "bench.sh: wrote $OUT_MD and $PLOT"
+}
+if [ -n "$REPORT_ONLY" ]; then
+  report "$REPORT_ONLY"
+  exit 0
+fi
+
+BIN=${HSIPIPE_BIN:-build/hsipipe}
+[ -x "$BIN" ] || { echo "bench.sh: $BIN not found: run scripts/setup.sh first (or set HSIPIPE_BIN)" >&2; exit 2; }
+export HSIPIPE_BIN
+HSIPIPE_BIN=$(realpath "$BIN")
+if [ -n "$WORK" ]; then
+  mkdir -p "$WORK"
+  WORK=$(realpath "$WORK")
+else
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/hsipipe-bench-all.XXXXXX")
+  trap 'rm -f "$REMOTE_FROM"; rm -rf "$WORK"' EXIT
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+"$PY" scripts/bench_report.py machine "$WORK/machine.json" --bin "$HSIPIPE_BIN" --tmp "${TMPDIR:-/tmp}"
+T0=$(date +%s)
+step() {  # name script [args]: runs one benchmark, its output shown and kept in WORK/name.log
+  local name=$1
+  shift
+  echo
+  echo "==== bench.sh: $name ($*), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  local t0
+  t0=$(date +%s)
+  if ! BENCH_JSON="$WORK/$name.json" "$@" 2>&1 | tee "$WORK/$name.log"; then
+    echo "bench.sh: $name failed (log: $WORK/$name.log)" >&2
+    exit 1
+  fi
+  echo "==== bench.sh: $name took $(( $(date +%s) - t0 )) s"
+}
+step decode scripts/bench_decode.sh
+step loader scripts/bench_loader.sh
+OUT="$WORK/train-run" step train scripts/bench_train.sh
+step cv scripts/bench_cv.sh
+if [ "$REMOTE" = 1 ]; then
+  # shellcheck disable=SC2086  # BENCH_REMOTE_SIZE is "ROWS COLS BANDS" (bench_remote.sh's arguments)
+  BENCH_DIR="$WORK/remote-run" step remote scripts/bench_remote.sh ${BENCH_REMOTE_SIZE:-}
+  rm -rf "$WORK/remote-run"
+fi
+rm -rf "$WORK/train-run"
+
+# what the page must say about this run: duration, load at the end, sizes overridden by the environment
+"$PY" - "$WORK/run.json" "$T0" <<'PY'
+import json, os, sys, time
+keys = ("BENCH_ROWS", "BENCH_COLS", "BENCH_BANDS", "BENCH_REPEAT", "BENCH_BATCHES", "BENCH_EPOCHS",
+        "BENCH_LABELED_FRACTION", "BENCH_REMOTE_SIZE", "ROWS", "COLS", "BANDS", "EPOCHS", "BATCH", "THREADS")
+json.dump({"minutes": (time.time() - float(sys.argv[2])) / 60,
+           "overrides": {k: os.environ[k] for k in keys if os.environ.get(k)}}, open(sys.argv[1], "w"), indent=2)
+PY
+report "$WORK"
