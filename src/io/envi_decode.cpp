@@ -2,12 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HSIPIPE_X86 1
+#else
+#define HSIPIPE_X86 0
+#endif
 
 namespace hsipipe::io {
 
@@ -93,7 +101,115 @@ void transpose_row(const unsigned char* __restrict src, std::size_t band_stride,
   }
 }
 
+#if HSIPIPE_X86
+// AVX2 kernels, chosen at run time (Decoder's constructor) on CPUs that have AVX2; the build stays portable.
+// They give the same floats as the scalar code: integer -> float conversions round to nearest (the default
+// MXCSR mode, as static_cast does), and float32 is moved bit for bit.
+template <class T>
+constexpr bool kSimd = std::is_same_v<T, std::int16_t> || std::is_same_v<T, std::uint16_t> ||
+                       std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, float>;
+
+/// 8 consecutive samples of type T at p (byte-swapped when Swap) as 8 floats.
 template <class T, bool Swap>
+__attribute__((target("avx2"), always_inline)) inline __m256 load8(const unsigned char* p) noexcept {
+  if constexpr (sizeof(T) == 2) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (Swap) v = _mm_shuffle_epi8(v, _mm_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+    const __m256i w = std::is_signed_v<T> ? _mm256_cvtepi16_epi32(v) : _mm256_cvtepu16_epi32(v);
+    return _mm256_cvtepi32_ps(w);
+  } else if constexpr (sizeof(T) == 1) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  } else {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (Swap)
+      v = _mm256_shuffle_epi8(v, _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6,
+                                                  5, 4, 11, 10, 9, 8, 15, 14, 13, 12));
+    if constexpr (std::is_same_v<T, float>) return _mm256_castsi256_ps(v);
+    else return _mm256_cvtepi32_ps(v);
+  }
+}
+
+/// In-register transpose of an 8 x 8 float block: r[i][j] -> r[j][i].
+__attribute__((target("avx2"), always_inline)) inline void transpose8(__m256 r[8]) noexcept {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)), u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)), u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/// transpose_row for AVX2: 8 columns x 16 (then 8) bands per step, converted and transposed in registers.
+/// The band blocks are the outer loop: each step reads 16 band lines front to back (a few streams, so
+/// power-of-two line lengths cause no L1 set conflicts) and writes whole 64-byte lines of 8 output pixels.
+template <class T, bool Swap>
+__attribute__((target("avx2"))) void transpose_row_avx2(const unsigned char* __restrict src, std::size_t band_stride,
+                                                        std::size_t C, std::size_t B, float* __restrict out) noexcept {
+  const std::size_t C8 = C & ~std::size_t{7};
+  std::size_t b0 = 0;
+  for (; b0 + 16 <= B; b0 += 16) {
+    const unsigned char* p = src + b0 * band_stride;
+    for (std::size_t c0 = 0; c0 < C8; c0 += 8) {
+      __m256 lo[8], hi[8];
+      for (std::size_t k = 0; k < 8; ++k) lo[k] = load8<T, Swap>(p + k * band_stride + c0 * sizeof(T));
+      for (std::size_t k = 0; k < 8; ++k) hi[k] = load8<T, Swap>(p + (8 + k) * band_stride + c0 * sizeof(T));
+      transpose8(lo);
+      transpose8(hi);
+      for (std::size_t k = 0; k < 8; ++k) {
+        float* o = out + (c0 + k) * B + b0;
+        _mm256_storeu_ps(o, lo[k]);
+        _mm256_storeu_ps(o + 8, hi[k]);
+      }
+    }
+  }
+  for (; b0 + 8 <= B; b0 += 8) {
+    const unsigned char* p = src + b0 * band_stride;
+    for (std::size_t c0 = 0; c0 < C8; c0 += 8) {
+      __m256 r[8];
+      for (std::size_t k = 0; k < 8; ++k) r[k] = load8<T, Swap>(p + k * band_stride + c0 * sizeof(T));
+      transpose8(r);
+      for (std::size_t k = 0; k < 8; ++k) _mm256_storeu_ps(out + (c0 + k) * B + b0, r[k]);
+    }
+  }
+  for (std::size_t c = 0; c < C8; ++c)  // the last B % 8 bands
+    for (std::size_t b = b0; b < B; ++b)
+      out[c * B + b] = static_cast<float>(load<T, Swap>(src + b * band_stride + c * sizeof(T)));
+  for (std::size_t c = C8; c < C; ++c)  // the last C % 8 columns
+    for (std::size_t b = 0; b < B; ++b)
+      out[c * B + b] = static_cast<float>(load<T, Swap>(src + b * band_stride + c * sizeof(T)));
+}
+
+template <class T, bool Swap>
+__attribute__((target("avx2"))) void convert_run_avx2(const unsigned char* __restrict src, std::size_t n,
+                                                      float* __restrict out) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load8<T, Swap>(src + i * sizeof(T)));
+  for (; i < n; ++i) out[i] = static_cast<float>(load<T, Swap>(src + i * sizeof(T)));
+}
+
+bool have_avx2() noexcept {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return yes;
+}
+#else
+template <class T>
+constexpr bool kSimd = false;
+#endif
+
+template <class T, bool Swap, bool Simd>
 void decode(const unsigned char* src, const Strides& s, std::size_t nrows, std::size_t C, std::size_t B, float* out,
             const void* ignore) {
   constexpr std::size_t es = sizeof(T);
@@ -105,9 +221,17 @@ void decode(const unsigned char* src, const Strides& s, std::size_t nrows, std::
     const unsigned char* row = src + r * s.row;
     float* o = out + r * C * B;
     if (bip) {
-      convert_run<T, Swap>(row, C * B, o);
+#if HSIPIPE_X86
+      if constexpr (Simd) convert_run_avx2<T, Swap>(row, C * B, o);
+      else
+#endif
+        convert_run<T, Swap>(row, C * B, o);
     } else if (runs) {
-      transpose_row<T, Swap>(row, s.band, C, B, o);
+#if HSIPIPE_X86
+      if constexpr (Simd) transpose_row_avx2<T, Swap>(row, s.band, C, B, o);
+      else
+#endif
+        transpose_row<T, Swap>(row, s.band, C, B, o);
     } else {
       for (std::size_t c = 0; c < C; ++c)
         for (std::size_t b = 0; b < B; ++b) o[c * B + b] = static_cast<float>(load<T, Swap>(row + c * s.col + b * s.band));
@@ -162,7 +286,15 @@ bool exact_ignore(double v, unsigned char* out) {
 
 template <class T>
 Decoder::Fn pick(std::endian order) {
-  return order == std::endian::native ? &decode<T, false> : &decode<T, true>;
+#if HSIPIPE_X86
+  if constexpr (kSimd<T>) {
+    // HSIPIPE_NO_SIMD=1 forces the scalar kernels (tests compare both against SPy).
+    const char* off = std::getenv("HSIPIPE_NO_SIMD");
+    if (have_avx2() && !(off && *off && std::strcmp(off, "0") != 0))
+      return order == std::endian::native ? &decode<T, false, true> : &decode<T, true, true>;
+  }
+#endif
+  return order == std::endian::native ? &decode<T, false, false> : &decode<T, true, false>;
 }
 
 template <class T, bool Swap>

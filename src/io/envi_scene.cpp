@@ -122,7 +122,8 @@ class EnviScene final : public Scene {
                         "data file size disagrees with header " + files_.header + ": " + dims + ", the file has " +
                             human_bytes(size) + " (" + std::to_string(size - expect) + " extra)");
     }
-    // HSIPIPE_ENVI_PREAD=1 forces the pread path (tests exercise both; some file systems want it).
+    // Access: mapped (the decode kernels read the page cache in place, no copy); HSIPIPE_ENVI_PREAD=1
+    // forces pread into a scratch buffer (tests exercise both; some file systems want it).
     const char* force_pread = std::getenv("HSIPIPE_ENVI_PREAD");
     const bool use_map = !(force_pread && *force_pread && std::strcmp(force_pread, "0") != 0);
     map_ = std::make_unique<Mapping>(fd.get(), use_map ? static_cast<std::size_t>(size) : 0);
@@ -169,11 +170,15 @@ class EnviScene final : public Scene {
       decode_mapped(base, r0, r1, out);
       return;
     }
-    // pread fallback: row sub-blocks of at most ~16 MiB, each read into a scratch buffer laid out as
-    // the file is (BSQ: one run per band), then decoded from there.
+    // pread: row sub-blocks read into a scratch buffer laid out as the file is (BSQ: one run per band),
+    // then decoded from there. BIL/BIP pieces of ~512 KiB (at least one row) stay in L2 between the copy
+    // and the decode; BSQ pieces are larger so that each band's run is one long read.
     const std::size_t row_bytes = C * B * es;
-    const std::size_t step = std::max<std::size_t>(1, (16u << 20) / row_bytes);
-    std::vector<unsigned char> scratch(std::min(step, nrows) * row_bytes);
+    const std::size_t piece = h_.interleave == Interleave::bsq ? (16u << 20) : (512u << 10);
+    const std::size_t step = std::max<std::size_t>(1, piece / row_bytes);
+    // One scratch per thread (read_rows may run on several threads), kept between calls: no page faults.
+    thread_local std::vector<unsigned char> scratch;
+    if (scratch.size() < std::min(step, nrows) * row_bytes) scratch.resize(std::min(step, nrows) * row_bytes);
     for (std::size_t a = r0; a < r1; a += step) {
       const std::size_t b = std::min(r1, a + step), n = b - a;
       Strides s{};

@@ -228,7 +228,8 @@ TEST_CASE("ENVI bad input: typed errors naming file and field", "[envi][errors]"
 
 TEST_CASE("ENVI writer and reader agree for every type, interleave and byte order; both access paths", "[envi]") {
   test::TempDir d("envi-rt");
-  const std::size_t R = 9, C = 6, B = 5;
+  // C and B cover the 8 x 8 AVX2 blocks and both tails (19 = 2 x 8 + 3, 13 = 8 + 5).
+  const std::size_t R = 9, C = 19, B = 13;
   std::vector<float> v(R * C * B);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37) % 200) - (i % 3 == 0 ? 50.0f : 0.0f);
   int n = 0;
@@ -255,10 +256,13 @@ TEST_CASE("ENVI writer and reader agree for every type, interleave and byte orde
         const bool is_unsigned = t == DType::u8 || t == DType::u16 || t == DType::u32 || t == DType::u64;
         if (is_unsigned)
           for (float& x : expect) x = std::max(0.0f, x);
-        for (const char* mode : {"0", "1"}) {
+        for (const char* mode : {"0", "1"}) for (const char* nosimd : {"0", "1"}) {
           ::setenv("HSIPIPE_ENVI_PREAD", mode, 1);
+          ::setenv("HSIPIPE_NO_SIMD", nosimd, 1);
           const auto s = open(base + ".hdr");
-          INFO(dtype_name(t) << " " << interleave_name(il) << " byte order " << bo << " pread=" << mode);
+          ::unsetenv("HSIPIPE_NO_SIMD");
+          INFO(dtype_name(t) << " " << interleave_name(il) << " byte order " << bo << " pread=" << mode
+                             << " no-simd=" << nosimd);
           CHECK(s->source_type() == t);
           CHECK(decode_all(*s) == expect);
           bool pread = false;
