@@ -87,18 +87,40 @@ BandStats::BandStats(int bands)
       min(static_cast<std::size_t>(bands), std::numeric_limits<double>::infinity()),
       max(static_cast<std::size_t>(bands), -std::numeric_limits<double>::infinity()) {}
 
-void BandStats::add(const float* v) {
-  ++n;
-  const double inv = 1.0 / static_cast<double>(n);
-  const std::size_t B = mean.size();
+namespace {
+
+// Hot per-pixel loops, compiled twice (AVX2 and the baseline ISA) and picked at load time by the dynamic
+// linker (GCC target_clones). Element-wise double arithmetic without FMA: both clones give the same bits,
+// so caches do not depend on the CPU they were built on.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HSIPIPE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define HSIPIPE_CLONES
+#endif
+
+HSIPIPE_CLONES void welford_add(std::size_t B, const float* __restrict v, double inv, double* __restrict mean,
+                                double* __restrict m2, double* __restrict mn, double* __restrict mx) {
   for (std::size_t b = 0; b < B; ++b) {
     const double x = v[b];
     const double d = x - mean[b];
-    mean[b] += d * inv;
-    m2[b] += d * (x - mean[b]);
-    min[b] = std::min(min[b], x);
-    max[b] = std::max(max[b], x);
+    const double m = mean[b] + d * inv;
+    mean[b] = m;
+    m2[b] += d * (x - m);
+    mn[b] = x < mn[b] ? x : mn[b];
+    mx[b] = x > mx[b] ? x : mx[b];
   }
+}
+
+HSIPIPE_CLONES void affine(std::size_t B, const float* __restrict in, const double* __restrict shift,
+                           const double* __restrict scale, float* __restrict out) {
+  for (std::size_t b = 0; b < B; ++b) out[b] = static_cast<float>((static_cast<double>(in[b]) - shift[b]) / scale[b]);
+}
+
+}  // namespace
+
+void BandStats::add(const float* v) {
+  ++n;
+  welford_add(mean.size(), v, 1.0 / static_cast<double>(n), mean.data(), m2.data(), min.data(), max.data());
 }
 
 void BandStats::merge(const BandStats& o) {
@@ -197,7 +219,7 @@ std::vector<double> FixedSym::to_double(double divide_by) const {
 void Preprocessor::apply(const float* in, float* out) const {
   const std::size_t B = kept.size();
   if (pca_k <= 0) {
-    for (std::size_t b = 0; b < B; ++b) out[b] = static_cast<float>((static_cast<double>(in[b]) - shift[b]) / scale[b]);
+    affine(B, in, shift.data(), scale.data(), out);
     return;
   }
   double z[4096];
