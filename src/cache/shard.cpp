@@ -22,10 +22,6 @@
 #include <utility>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "cache/cache.hpp"
 #include "cache/npy.hpp"
 #include "core/error.hpp"
@@ -35,44 +31,11 @@ namespace hsipipe::cache {
 
 namespace {
 
-// ---- float16 -> float32, bit exact (widening is exact, so F16C and the table agree) ----
-
-const float* half_table() {
-  static const std::vector<float> t = [] {
-    std::vector<float> v(65536);
-    for (std::uint32_t i = 0; i < 65536; ++i) v[i] = half_to_float(static_cast<std::uint16_t>(i));
-    return v;
-  }();
-  return t.data();
-}
-
-#if defined(__x86_64__)
-__attribute__((target("f16c,avx"))) void widen_f16c(const std::uint16_t* in, float* out, std::size_t n) {
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
-  }
-  const float* t = half_table();
-  for (; i < n; ++i) out[i] = t[in[i]];
-}
-bool have_f16c() {
-  static const bool ok = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-  return ok;
-}
-#endif
-
-void widen(const std::uint16_t* in, float* out, std::size_t n) {
-#if defined(__x86_64__)
-  if (have_f16c()) return widen_f16c(in, out, n);
-#endif
-  const float* t = half_table();
-  for (std::size_t i = 0; i < n; ++i) out[i] = t[in[i]];
-}
+// ---- float16 -> float32: core's halves_to_floats (F16C where the CPU has it; exact either way) ----
 
 /// Copies n values of the cache's element type at `src` to float32.
 inline void to_float(const char* src, bool f16, float* out, std::size_t n) {
-  if (f16) widen(reinterpret_cast<const std::uint16_t*>(src), out, n);
+  if (f16) halves_to_floats(reinterpret_cast<const std::uint16_t*>(src), out, n);
   else std::memcpy(out, src, n * sizeof(float));
 }
 
@@ -397,7 +360,11 @@ void Shard::Impl::gather_stored(const std::uint64_t* ids, std::size_t n, float* 
 void Shard::Impl::gather_cube(const std::uint64_t* ids, std::size_t n, float* out) const {
   const std::size_t B = static_cast<std::size_t>(bands), p = static_cast<std::size_t>(patch), pp = p * p;
   const long h = static_cast<long>(p / 2);
-  std::vector<float> pix(B);
+  // One patch row at a time: its p pixels are widened into `run` ([p, B], pixel-major as the cube stores
+  // them: one contiguous run when no column falls outside the scene), nodata (NaN) set to 0 (the band mean
+  // after z-score), then transposed into the band-first output [B, p, p].
+  thread_local std::vector<float> run;
+  run.resize(p * B);
   for (std::size_t k = 0; k < n; ++k) {
     const std::uint64_t li = ids[k] - range.begin;
     const SceneRows& sr = scenes[static_cast<std::size_t>(s_scene[li])];
@@ -409,6 +376,7 @@ void Shard::Impl::gather_cube(const std::uint64_t* ids, std::size_t n, float* ou
                dst, B);
       continue;
     }
+    const bool cols_inside = c - h >= 0 && c + h < static_cast<long>(sr.cols);
     for (std::size_t i = 0; i < p; ++i) {
       long rr = r + static_cast<long>(i) - h;
       const bool row_out = rr < 0 || rr >= static_cast<long>(sr.rows);
@@ -418,19 +386,26 @@ void Shard::Impl::gather_cube(const std::uint64_t* ids, std::size_t n, float* ou
       }
       if (row_out) rr = reflect_index(rr, sr.rows);
       const char* row = sr.data.data() + (static_cast<std::size_t>(rr) - sr.row0) * row_bytes;
-      for (std::size_t j = 0; j < p; ++j) {
-        long cc = c + static_cast<long>(j) - h;
-        const bool col_out = cc < 0 || cc >= static_cast<long>(sr.cols);
-        float* d = dst + i * p + j;
-        if (col_out && zero_border) {
-          for (std::size_t b = 0; b < B; ++b) d[b * pp] = 0.0f;
-          continue;
+      float* q = run.data();
+      if (cols_inside) {
+        to_float(row + static_cast<std::size_t>(c - h) * B * elem, f16, q, p * B);
+      } else {
+        for (std::size_t j = 0; j < p; ++j) {
+          long cc = c + static_cast<long>(j) - h;
+          if (cc < 0 || cc >= static_cast<long>(sr.cols)) {
+            if (zero_border) {
+              std::fill_n(q + j * B, B, 0.0f);
+              continue;
+            }
+            cc = reflect_index(cc, sr.cols);
+          }
+          to_float(row + static_cast<std::size_t>(cc) * B * elem, f16, q + j * B, B);
         }
-        if (col_out) cc = reflect_index(cc, sr.cols);
-        to_float(row + static_cast<std::size_t>(cc) * B * elem, f16, pix.data(), B);
-        // invalid (nodata) neighbours are NaN in a cube: they enter a patch as 0, the band mean
-        for (std::size_t b = 0; b < B; ++b) d[b * pp] = pix[b] == pix[b] ? pix[b] : 0.0f;
       }
+      for (std::size_t t = 0; t < p * B; ++t) q[t] = q[t] == q[t] ? q[t] : 0.0f;  // NaN -> 0
+      float* d = dst + i * p;
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t j = 0; j < p; ++j) d[b * pp + j] = q[j * B + b];
     }
   }
 }
