@@ -16,6 +16,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <iomanip>
 #include <map>
 #include <set>
 #include <sstream>
@@ -137,6 +138,14 @@ struct SceneState {
 
 struct Timers {
   double read = 0, compute = 0, write = 0;
+  /// Wall time of each phase on this rank, in order (printed by rank 0: where a decode's time goes).
+  std::vector<std::pair<const char*, double>> phases;
+  Clock::time_point phase_start = Clock::now();
+  void phase(const char* name) {
+    const auto now = Clock::now();
+    phases.emplace_back(name, std::chrono::duration<double>(now - phase_start).count());
+    phase_start = now;
+  }
 };
 
 class Decoder {
@@ -824,6 +833,11 @@ void Decoder::print_summary(double total_seconds, const Sink& sink) {
                 wr > 0 ? tw / 1e6 / wr : 0.0, total_seconds > 0 ? tr / 1e6 / total_seconds : 0.0,
                 total_seconds > 0 ? tw / 1e6 / total_seconds : 0.0);
   o << line;
+  o << "  phases (rank 0):";
+  for (std::size_t i = 0; i < t_.phases.size(); ++i)
+    o << (i ? "," : "") << " " << t_.phases[i].first << " " << std::fixed << std::setprecision(2) << t_.phases[i].second
+      << " s";
+  o << std::defaultfloat << "\n";
   double remote = 0, rq = 0, fetched = 0, decoded = 0, retries = 0;
   for (int r = 0; r < R_; ++r) {
     const double* v = rall.data() + 5 * r;
@@ -938,6 +952,7 @@ DecodeResult Decoder::run() {
   });
   validity_pass();
   collective_step(comm_, "building the sample table", [&] { build_table(); });
+  t_.phase("open + sample table");
   const std::string out = std::filesystem::absolute(opts_.out).lexically_normal().string();
   // ---- rank 0: lock, sources, reuse/refusal, temporary directory
   std::unique_ptr<LockFile> lock;
@@ -990,12 +1005,14 @@ DecodeResult Decoder::run() {
     return {true, out, cs, table_.size()};
   }
   tmp = comm_.bcast_string(tmp);
+  t_.phase("lock + source hashes");
   // ---- the collective decode into tmp; on failure rank 0 removes tmp
   try {
     plan();
     stats_pass();
     if (opts_.pca > 0) pca_pass();
     else pre_.pca_k = 0;
+    t_.phase(opts_.pca > 0 ? "statistics + PCA" : "statistics");
     std::vector<ArraySpec> arrays;
     const std::uint64_t N = table_.size();
     if (opts_.layout == Layout::cube) {
@@ -1044,6 +1061,7 @@ DecodeResult Decoder::run() {
       sink->write_small({"pca_components", "/pca_components", DType::f64, {static_cast<std::uint64_t>(pre_.pca_k), B}},
                         pre_.components.data());
     t_.write += seconds_since(tw0);
+    t_.phase("decode + write");
     // checksum: per-item hashes in item order
     std::vector<std::uint64_t> all_hashes;
     if (opts_.layout == Layout::cube) {
@@ -1091,6 +1109,7 @@ DecodeResult Decoder::run() {
       fsync_dir(parent_dir(out));
       if (!old.empty()) std::filesystem::remove_all(old);
     });
+    t_.phase("checksum + manifest + publish");
     print_summary(seconds_since(t_total), *sink);
     if (rank_ == 0) std::cout << "decode: wrote " << out << " (" << N << " samples, data_checksum " << checksum << ")\n";
     return {false, out, checksum, N};
