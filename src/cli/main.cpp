@@ -6,18 +6,27 @@
 #include <iostream>
 
 #include "cli/command.hpp"
+#include "cli/plugin.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
 
 namespace {
 
 void print_usage() {
+  const std::string plugin_error = hsipipe::cli::load_train_plugin();
   auto cmds = hsipipe::cli::registry();
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return std::strcmp(a.name, b.name) < 0; });
   std::cout << "hsipipe " << hsipipe::kVersion << ": decode hyperspectral scenes once, train k folds on the cache\n\n"
             << "Usage: hsipipe <command> [options]      (hsipipe <command> --help for its options)\n\nCommands:\n";
   for (const auto& c : cmds) std::cout << "  " << c.name << std::string(12 - std::min<std::size_t>(11, std::strlen(c.name)), ' ') << c.summary << "\n";
+  if (!plugin_error.empty()) std::cout << "  (train, report, plan, bench: unavailable: " << plugin_error << ")\n";
   std::cout << "\nOptions:\n  -h, --help     this help\n  --version      version and git commit\n";
+}
+
+const hsipipe::cli::Command* find(const char* name) {
+  const auto& cmds = hsipipe::cli::registry();
+  const auto it = std::find_if(cmds.begin(), cmds.end(), [&](auto& c) { return !std::strcmp(c.name, name); });
+  return it == cmds.end() ? nullptr : &*it;
 }
 
 }  // namespace
@@ -31,11 +40,17 @@ int main(int argc, char** argv) {
     std::cout << "hsipipe " << hsipipe::kVersion << " (commit " << hsipipe::kGitCommit << ")\n";
     return 0;
   }
-  const auto& cmds = hsipipe::cli::registry();
-  const auto it = std::find_if(cmds.begin(), cmds.end(), [&](auto& c) { return !std::strcmp(c.name, argv[1]); });
-  if (it == cmds.end()) {
-    std::cerr << "hsipipe: unknown command '" << argv[1] << "' (hsipipe --help lists them)\n";
-    return 2;
+  const hsipipe::cli::Command* it = find(argv[1]);
+  if (it == nullptr) {  // not built in: the training plugin may have it
+    const std::string plugin_error = hsipipe::cli::load_train_plugin();
+    it = find(argv[1]);
+    if (it == nullptr) {
+      std::cerr << "hsipipe: unknown command '" << argv[1] << "' (hsipipe --help lists them)\n";
+      if (!plugin_error.empty())
+        std::cerr << "hsipipe: the training commands (train, report, plan, bench) could not be loaded: " << plugin_error
+                  << "\n";
+      return 2;
+    }
   }
   try {
     return it->run(argc - 1, argv + 1);

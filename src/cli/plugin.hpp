@@ -1,0 +1,14 @@
+#pragma once
+// cli/plugin: loads libhsipipe-train.so, the commands that need libtorch (train, report, plan, bench),
+// only when one of them is asked for. Its commands register themselves into registry() when it loads.
+#include <string>
+
+namespace hsipipe::cli {
+
+/// Loads the training plugin once (later calls return the first result). Returns "" when it loaded or when
+/// this build has none (static build, or built without libtorch); otherwise why it could not be loaded,
+/// naming the paths tried. Looked for in $HSIPIPE_PLUGIN_DIR, next to the executable, then in
+/// ../lib/hsipipe and ../lib relative to it.
+std::string load_train_plugin();
+
+}  // namespace hsipipe::cli
