@@ -38,9 +38,13 @@ namespace {
 
 /// Rank 0 makes a cache with tests/train/make_cache.py in a temp dir; every rank gets the path.
 struct SharedCache {
+  const dist::Comm& world;
   std::unique_ptr<test::TempDir> tmp;  // rank 0 only
   std::string dir;
-  SharedCache(const dist::Comm& world, const std::string& args) {
+  // Rank 0 removes the directory: not before every rank is done with the cache (a rank still opening
+  // coords.npy once found it gone).
+  ~SharedCache() { world.barrier(); }
+  SharedCache(const dist::Comm& w, const std::string& args) : world(w) {
     std::string path;
     int ok = 1;
     if (world.rank() == 0) {
