@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/big_alloc.hpp"
 #include "core/dtype.hpp"
 
 namespace hsipipe::cache {
@@ -90,7 +91,7 @@ void select_bands(const float* in, std::size_t n, int src_bands, const std::vect
 struct RowWindow {
   std::size_t row0 = 0, nrows = 0, cols = 0, scene_rows = 0;
   int bands = 0;
-  std::vector<float> data;
+  BigFloats data;  ///< large: huge pages, no zero fill (core/big_alloc.hpp)
   const float* pixel(std::size_t r, std::size_t c) const { return data.data() + ((r - row0) * cols + c) * bands; }
 };
 
