@@ -13,8 +13,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <iomanip>
 #include <map>
@@ -158,10 +160,14 @@ class Decoder {
   void open_inputs();
   void validity_pass();
   void build_table();
-  nlohmann::json describe_sources() const;
+  nlohmann::json describe_sources(bool hash) const;
   nlohmann::json decide(const nlohmann::json& params, const nlohmann::json& sources);
   void plan();
   RowWindow read_window(int s, std::size_t rr0, std::size_t rr1);
+  void read_kept_rows(int s, std::size_t r0, std::size_t r1, float* out);
+  Range aligned_rows(std::size_t s, int rank) const;
+  Range need_rows(std::size_t s, int rank) const;
+  void exchange_boundary_rows();
   const RowWindow& window_for(std::size_t block_index, const Block& b, RowWindow& scratch, bool keep);
   bool owns_stats_row(int s, std::size_t r) const;
   bool is_item(int s, std::size_t r, std::size_t c, const float* px) const;
@@ -187,6 +193,9 @@ class Decoder {
   std::vector<Block> write_plan_, stats_plan_;
   bool stats_is_write_ = false;
   std::map<std::size_t, RowWindow> kept_windows_;
+  /// Per scene: rows decoded during exchange_boundary_rows (received from the rank that decoded them, or
+  /// decoded here for a neighbour and needed here too), kept bands; read_window copies them.
+  std::vector<std::map<std::size_t, std::vector<float>>> foreign_;
   std::uint64_t kept_bytes_ = 0;
   BandStats stats_;
   Preprocessor pre_;
@@ -280,7 +289,7 @@ void Decoder::validity_pass() {
   for (std::size_t s = 0; s < sc_.size(); ++s) {
     auto& st = sc_[s];
     if (st.labels) continue;
-    const Range rows = split_range(st.rows, R_, rank_);
+    const Range rows = aligned_rows(s, rank_);
     std::vector<std::uint8_t> mine;
     collective_step(comm_, "the validity pass", [&] {
       mine.reserve(rows.size() * st.cols);
@@ -341,14 +350,15 @@ void Decoder::build_table() {
   my_ = split_range(n, R_, rank_);
 }
 
-nlohmann::json Decoder::describe_sources() const {
+/// Sources as the manifest records them. Without `hash`, local files get "xxh3": "" (hash_sources fills it).
+nlohmann::json Decoder::describe_sources(bool hash) const {
   nlohmann::json out = nlohmann::json::array();
   std::set<std::string> seen;
   auto add_local = [&](const std::string& f) {
     std::string abs = std::filesystem::absolute(f).lexically_normal().string();
     if (!seen.insert(abs).second) return;
     const auto st = fs::stat_file(abs);
-    out.push_back({{"path", abs}, {"size", st.size}, {"mtime_ns", st.mtime_ns}, {"xxh3", hex64(xxh3_file(abs))}});
+    out.push_back({{"path", abs}, {"size", st.size}, {"mtime_ns", st.mtime_ns}, {"xxh3", hash ? hex64(xxh3_file(abs)) : ""}});
   };
   auto add_scene = [&](const io::Scene& s) {
     if (auto id = s.source_identity()) {
@@ -366,6 +376,13 @@ nlohmann::json Decoder::describe_sources() const {
   return out;
 }
 
+/// Fills the "xxh3" left empty by describe_sources(false).
+void hash_sources(nlohmann::json& sources) {
+  for (auto& src : sources)
+    if (!src.value("remote", false) && src.value("xxh3", "").empty())
+      src["xxh3"] = hex64(xxh3_file(src.at("path").get<std::string>()));
+}
+
 // ------------------------------------------------------------------------------------------------
 void Decoder::plan() {
   write_plan_.clear();
@@ -375,7 +392,7 @@ void Decoder::plan() {
     const int s = static_cast<int>(si);
     const std::size_t rpb = rows_per_block(st.cols, src_bands_);
     if (opts_.layout == Layout::cube) {
-      const Range rows = split_range(st.rows, R_, rank_);
+      const Range rows = aligned_rows(si, rank_);
       for (std::size_t r0 = rows.begin; r0 < rows.end; r0 += rpb) {
         const std::size_t r1 = std::min<std::size_t>(rows.end, r0 + rpb);
         write_plan_.push_back({s, r0, r1, r0, r1, 0, 0});
@@ -404,7 +421,7 @@ void Decoder::plan() {
   if (stats_is_write_) return;
   for (std::size_t si = 0; si < sc_.size(); ++si) {
     const auto& st = sc_[si];
-    const Range rows = split_range(st.rows, R_, rank_);
+    const Range rows = aligned_rows(si, rank_);
     const std::size_t rpb = rows_per_block(st.cols, src_bands_);
     for (std::size_t r0 = rows.begin; r0 < rows.end; r0 += rpb) {
       const std::size_t r1 = std::min<std::size_t>(rows.end, r0 + rpb);
@@ -416,7 +433,7 @@ void Decoder::plan() {
 bool Decoder::owns_stats_row(int s, std::size_t r) const {
   const auto& st = sc_[static_cast<std::size_t>(s)];
   const bool row_split = opts_.layout == Layout::cube || opts_.stats_over == StatsOver::all_pixels || !st.labels;
-  if (row_split) return split_range(st.rows, R_, rank_).contains(r);
+  if (row_split) return aligned_rows(static_cast<std::size_t>(s), rank_).contains(r);
   const std::int64_t f = st.first_sample_of_row[r];
   return f >= 0 && my_.contains(static_cast<std::uint64_t>(f));
 }
@@ -433,6 +450,24 @@ bool Decoder::is_item(int s, std::size_t r, std::size_t c, const float* px) cons
   return !std::isnan(px[0]);
 }
 
+/// Rows [r0, r1) of scene s, decoded by this rank, kept bands only.
+void Decoder::read_kept_rows(int s, std::size_t r0, std::size_t r1, float* out) {
+  const auto& st = sc_[static_cast<std::size_t>(s)];
+  const std::size_t npx = (r1 - r0) * st.cols;
+  const auto t0 = Clock::now();
+  if (static_cast<int>(kept_.size()) == src_bands_) {
+    st.scene->read_rows(r0, r1, out);
+    t_.read += seconds_since(t0);
+    return;
+  }
+  std::vector<float> buf(npx * static_cast<std::size_t>(src_bands_));
+  st.scene->read_rows(r0, r1, buf.data());
+  t_.read += seconds_since(t0);
+  const auto t1 = Clock::now();
+  select_bands(buf.data(), npx, src_bands_, kept_, out);
+  t_.compute += seconds_since(t1);
+}
+
 RowWindow Decoder::read_window(int s, std::size_t rr0, std::size_t rr1) {
   const auto& st = sc_[static_cast<std::size_t>(s)];
   RowWindow w;
@@ -441,22 +476,110 @@ RowWindow Decoder::read_window(int s, std::size_t rr0, std::size_t rr1) {
   w.cols = st.cols;
   w.scene_rows = st.rows;
   w.bands = static_cast<int>(kept_.size());
-  const std::size_t npx = w.nrows * w.cols;
-  const auto t0 = Clock::now();
-  if (static_cast<int>(kept_.size()) == src_bands_) {
-    w.data.resize(npx * static_cast<std::size_t>(src_bands_));
-    st.scene->read_rows(rr0, rr1, w.data.data());
-    t_.read += seconds_since(t0);
-  } else {
-    std::vector<float> buf(npx * static_cast<std::size_t>(src_bands_));
-    st.scene->read_rows(rr0, rr1, buf.data());
-    t_.read += seconds_since(t0);
-    const auto t1 = Clock::now();
-    w.data.resize(npx * kept_.size());
-    select_bands(buf.data(), npx, src_bands_, kept_, w.data.data());
-    t_.compute += seconds_since(t1);
+  const std::size_t row_floats = w.cols * kept_.size();
+  w.data.resize(w.nrows * row_floats);
+  // Rows another rank decoded (received in exchange_boundary_rows) are copied; runs of the others are read.
+  static const std::map<std::size_t, std::vector<float>> none;
+  const auto& foreign = foreign_.empty() ? none : foreign_[static_cast<std::size_t>(s)];
+  std::size_t r = rr0;
+  while (r < rr1) {
+    if (const auto it = foreign.find(r); it != foreign.end()) {
+      std::copy(it->second.begin(), it->second.end(), w.data.begin() + static_cast<std::ptrdiff_t>((r - rr0) * row_floats));
+      ++r;
+      continue;
+    }
+    std::size_t e = r + 1;
+    while (e < rr1 && !foreign.count(e)) ++e;
+    read_kept_rows(s, r, e, w.data.data() + (r - rr0) * row_floats);
+    r = e;
   }
   return w;
+}
+
+/// The rows of scene s that `rank` decodes when ranks split rows (cube layout, statistics over all pixels,
+/// the validity pass): contiguous, at multiples of the scene's block_rows(), so no tile row is decoded by
+/// two ranks.
+Range Decoder::aligned_rows(std::size_t s, int rank) const {
+  const auto& st = sc_[s];
+  const std::size_t bh = std::max<std::size_t>(1, st.scene->block_rows());
+  const Range b = split_range((st.rows + bh - 1) / bh, R_, rank);
+  return {std::min(st.rows, b.begin * bh), std::min(st.rows, b.end * bh)};
+}
+
+/// The rows of scene s that `rank` needs for its sample range (plus the patch halo); empty when none.
+Range Decoder::need_rows(std::size_t s, int rank) const {
+  const auto& st = sc_[s];
+  const Range mine = split_range(table_.size(), R_, rank);
+  const std::uint64_t bs = std::max(mine.begin, st.first_sample), es = std::min(mine.end, st.end_sample);
+  if (bs >= es) return {0, 0};
+  const auto h = static_cast<std::size_t>(h_);
+  const auto a = static_cast<std::size_t>(table_.row[bs]), b = static_cast<std::size_t>(table_.row[es - 1]) + 1;
+  return {a >= h ? a - h : 0, std::min(st.rows, b + h)};
+}
+
+/// COLLECTIVE. Sample ranges (pixel and patch layouts) split rows anywhere, so neighbouring ranks need some
+/// of the same rows: the boundary row, the patch halo, and with tiled sources the whole tile row around
+/// them. Each block of block_rows() rows is decoded by one rank only, the lowest that needs it; it sends
+/// the rows of that block other ranks need. Decoded bytes are then exactly the scene's, for any R.
+void Decoder::exchange_boundary_rows() {
+  foreign_.assign(sc_.size(), {});
+  if (R_ == 1 || opts_.layout == Layout::cube) return;  // cube: rows already split at block multiples
+  const std::size_t K = kept_.size();
+  std::vector<std::vector<char>> send(static_cast<std::size_t>(R_));
+  collective_step(comm_, "exchanging boundary rows", [&] {
+    for (std::size_t s = 0; s < sc_.size(); ++s) {
+      const auto& st = sc_[s];
+      const std::size_t bh = std::max<std::size_t>(1, st.scene->block_rows());
+      std::vector<Range> need(static_cast<std::size_t>(R_));
+      for (int q = 0; q < R_; ++q) need[static_cast<std::size_t>(q)] = need_rows(s, q);
+      auto owner = [&](std::size_t block) {
+        const std::size_t lo = block * bh, hi = std::min(st.rows, lo + bh);
+        for (int q = 0; q < R_; ++q) {
+          const Range& n = need[static_cast<std::size_t>(q)];
+          if (n.begin < n.end && n.begin < hi && lo < n.end) return q;
+        }
+        return -1;
+      };
+      for (int q = 0; q < R_; ++q) {
+        const Range& n = need[static_cast<std::size_t>(q)];
+        if (q == rank_ || n.begin >= n.end) continue;
+        for (std::size_t j = n.begin / bh; j * bh < n.end; ++j) {
+          if (owner(j) != rank_) continue;
+          const std::size_t a = std::max(n.begin, j * bh), b = std::min(n.end, (j + 1) * bh);
+          std::vector<float> rows((b - a) * st.cols * K);
+          read_kept_rows(static_cast<int>(s), a, b, rows.data());
+          // rows this rank needs too are kept, so its own windows do not decode them again
+          const Range& me = need[static_cast<std::size_t>(rank_)];
+          for (std::size_t r = std::max(a, me.begin); r < std::min(b, me.end); ++r)
+            foreign_[s][r].assign(rows.begin() + static_cast<std::ptrdiff_t>((r - a) * st.cols * K),
+                                  rows.begin() + static_cast<std::ptrdiff_t>((r - a + 1) * st.cols * K));
+          const std::uint64_t head[3] = {s, a, b - a};
+          auto& out = send[static_cast<std::size_t>(q)];
+          const char* hp = reinterpret_cast<const char*>(head);
+          out.insert(out.end(), hp, hp + sizeof head);
+          const char* dp = reinterpret_cast<const char*>(rows.data());
+          out.insert(out.end(), dp, dp + rows.size() * sizeof(float));
+        }
+      }
+    }
+  });
+  const auto recv = comm_.alltoallv(send);
+  for (const auto& buf : recv) {
+    std::size_t off = 0;
+    while (off < buf.size()) {
+      std::uint64_t head[3];
+      std::memcpy(head, buf.data() + off, sizeof head);
+      off += sizeof head;
+      const auto& st = sc_[head[0]];
+      const std::size_t row_floats = st.cols * K;
+      for (std::uint64_t i = 0; i < head[2]; ++i) {
+        auto& row = foreign_[head[0]][head[1] + i];
+        row.resize(row_floats);
+        std::memcpy(row.data(), buf.data() + off, row_floats * sizeof(float));
+        off += row_floats * sizeof(float);
+      }
+    }
+  }
 }
 
 const RowWindow& Decoder::window_for(std::size_t bi, const Block& b, RowWindow& scratch, bool keep) {
@@ -957,6 +1080,14 @@ DecodeResult Decoder::run() {
   // ---- rank 0: lock, sources, reuse/refusal, temporary directory
   std::unique_ptr<LockFile> lock;
   nlohmann::json decision, sources;
+  std::future<void> hashing;  // rank 0: source hashes computed beside the decode (see below)
+  // Whatever happens below, the hashing thread is joined before `sources` goes out of scope.
+  struct JoinAtExit {
+    std::future<void>& f;
+    ~JoinAtExit() {
+      if (f.valid()) f.wait();
+    }
+  } join_hashing{hashing};
   std::string tmp;
   const std::uint64_t OB = static_cast<std::uint64_t>(opts_.pca > 0 ? opts_.pca : static_cast<int>(kept_.size()));
   collective_step(comm_, "preparing the output", [&] {
@@ -974,9 +1105,17 @@ DecodeResult Decoder::run() {
         std::filesystem::remove_all(e.path(), ec);
       }
     }
-    sources = describe_sources();
-    decision = decide(params, sources);
-    if (decision["action"] == "reuse") return;
+    // An existing cache is reused or refused by comparing source hashes: hash now. Otherwise nothing needs
+    // the hashes before the manifest: a thread computes them while the ranks decode.
+    if (std::filesystem::exists(out)) {
+      sources = describe_sources(true);
+      decision = decide(params, sources);
+      if (decision["action"] == "reuse") return;
+    } else {
+      sources = describe_sources(false);
+      decision = {{"action", "go"}};
+      hashing = std::async(std::launch::async, [&sources] { hash_sources(sources); });
+    }
     if (auto nfs = fs::network_fs_type(parent.string()))
       std::cerr << "decode: warning: " << out << " is on a network file system (" << *nfs
                 << "); caches belong on node-local disk (see hsipipe stage)\n";
@@ -1009,6 +1148,7 @@ DecodeResult Decoder::run() {
   // ---- the collective decode into tmp; on failure rank 0 removes tmp
   try {
     plan();
+    exchange_boundary_rows();
     stats_pass();
     if (opts_.pca > 0) pca_pass();
     else pre_.pca_k = 0;
@@ -1076,6 +1216,7 @@ DecodeResult Decoder::run() {
     std::string checksum;
     collective_step(comm_, "building the manifest", [&] {
       if (rank_ != 0) return;
+      if (hashing.valid()) hashing.get();  // rethrows a hashing failure (e.g. a source became unreadable)
       std::vector<std::int32_t> coords(3 * N);
       for (std::uint64_t i = 0; i < N; ++i) {
         coords[3 * i] = table_.scene[i];

@@ -1,5 +1,8 @@
 #include "dist/mpi.hpp"
 
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
 #include <utility>
 
 namespace hsipipe::dist {
@@ -80,6 +83,42 @@ std::string Comm::bcast_string(const std::string& s, int root) const {
   bcast(&n, 1, root);
   std::string out = rank_ == root ? s : std::string(n, '\0');
   if (n) HSIPIPE_MPI(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, comm_));
+  return out;
+}
+
+std::vector<std::vector<char>> Comm::alltoallv(const std::vector<std::vector<char>>& send) const {
+  const auto R = static_cast<std::size_t>(size_);
+  if (send.size() != R)
+    throw std::invalid_argument("Comm::alltoallv: " + std::to_string(send.size()) + " buffers for " +
+                                std::to_string(R) + " ranks");
+  std::vector<int> scount(R), sdispl(R), rcount(R), rdispl(R);
+  std::uint64_t stotal = 0;
+  for (std::size_t q = 0; q < R; ++q) {
+    if (send[q].size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw std::length_error("Comm::alltoallv: a buffer of " + std::to_string(send[q].size()) + " bytes (limit 2 GiB)");
+    scount[q] = static_cast<int>(send[q].size());
+    stotal += send[q].size();
+  }
+  HSIPIPE_MPI(MPI_Alltoall(scount.data(), 1, MPI_INT, rcount.data(), 1, MPI_INT, comm_));
+  std::uint64_t rtotal = 0;
+  for (std::size_t q = 0; q < R; ++q) rtotal += static_cast<std::uint64_t>(rcount[q]);
+  if (stotal > static_cast<std::uint64_t>(std::numeric_limits<int>::max()) ||
+      rtotal > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+    throw std::length_error("Comm::alltoallv: more than 2 GiB in one exchange");
+  std::vector<char> sbuf(stotal), rbuf(rtotal);
+  int so = 0, ro = 0;
+  for (std::size_t q = 0; q < R; ++q) {
+    sdispl[q] = so;
+    std::copy(send[q].begin(), send[q].end(), sbuf.begin() + so);
+    so += scount[q];
+    rdispl[q] = ro;
+    ro += rcount[q];
+  }
+  HSIPIPE_MPI(MPI_Alltoallv(sbuf.data(), scount.data(), sdispl.data(), MPI_BYTE, rbuf.data(), rcount.data(),
+                            rdispl.data(), MPI_BYTE, comm_));
+  std::vector<std::vector<char>> out(R);
+  for (std::size_t q = 0; q < R; ++q)
+    out[q].assign(rbuf.begin() + rdispl[q], rbuf.begin() + rdispl[q] + rcount[q]);
   return out;
 }
 

@@ -88,6 +88,9 @@ class Comm {
                                mpi_type<T>(), comm_));
     return out;
   }
+  /// COLLECTIVE. Personalised exchange: send[q] goes to rank q; returns what each rank sent to this one,
+  /// indexed by source rank. send.size() must equal size(); each buffer below 2 GiB.
+  std::vector<std::vector<char>> alltoallv(const std::vector<std::vector<char>>& send) const;
   /// COLLECTIVE. Broadcasts a string from root.
   std::string bcast_string(const std::string& s, int root = 0) const;
   /// COLLECTIVE. True on every rank iff `ok` is true on every rank. Use it to turn a rank-local

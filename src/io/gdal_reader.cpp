@@ -261,6 +261,7 @@ class GdalScene final : public Scene {
   std::vector<std::pair<std::string, std::string>> details() const override { return details_; }
   std::vector<std::string> source_files() const override { return files_; }
   std::uint64_t bytes_read() const override { return bytes_read_.load(); }
+  std::size_t block_rows() const override { return static_cast<std::size_t>(block_y_); }
 
   void read_rows(std::size_t r0, std::size_t r1, float* out) const override {
     if (r0 > r1 || r1 > rows_) {

@@ -67,6 +67,10 @@ class Scene {
   /// Throws FormatError/IoError naming the file on short reads or corrupt blocks.
   virtual void read_rows(std::size_t r0, std::size_t r1, float* out) const = 0;
 
+  /// Rows the format decodes as one unit (a GDAL tile or strip row: asking for any row of it decodes
+  /// all of it). Ranks split rows at multiples of it so that no unit is decoded twice. 1 for ENVI.
+  virtual std::size_t block_rows() const { return 1; }
+
   /// Format name for `info` ("ENVI", "MATLAB v5", "GTiff", "HDF5", ...).
   virtual std::string format() const = 0;
   /// Human-readable storage details for `info`: interleave, byte order, compression, tiling.

@@ -3,7 +3,7 @@
 
 The scenes are written here with numpy (ENVI BSQ int16 + labels), read back independently with SPy
 (spectral) and the expected cache contents computed with numpy: selection, band drop, normalisation,
-PCA, patch cutting with numpy.pad. Usage: decode_test.py GROUP (ranks | values | lifecycle | errors).
+PCA, patch cutting with numpy.pad. Usage: decode_test.py GROUP (ranks | values | lifecycle | errors | tiled).
 Environment (set by ctest): HSIPIPE_BIN, OMPI_ALLOW_RUN_AS_ROOT...
 """
 import fcntl
@@ -429,8 +429,45 @@ def group_errors(d):
     check(rc != 0 and "no such cache" in log, "verify of a missing cache")
 
 
+def read_total(log):
+    """(bytes read, bytes written) of the decode summary's total line, as printed (e.g. '234.4 KiB')."""
+    for line in log.splitlines():
+        if line.strip().startswith("total "):
+            f = line.split()
+            return f[1] + " " + f[2], f[3] + " " + f[4]
+    return None
+
+
+def group_tiled(d):
+    """A tiled GeoTIFF (16 x 16 tiles) decodes to the ENVI scene's cache with 1, 2 and 3 ranks, and each tile
+    row is decoded by one rank only: the bytes read are the same for every R (boundary rows are exchanged)."""
+    hdr, gt = make_scene(d, "t", H=61, W=50, B=24)
+    tif, gtif = os.path.join(d, "tiled.tif"), os.path.join(d, "tiled_gt.tif")
+    for src, dst in ((hdr[:-4] + ".img", tif), (gt[:-4] + ".img", gtif)):
+        subprocess.run(["gdal_translate", "-q", "-of", "GTiff", "-co", "TILED=YES", "-co", "BLOCKXSIZE=16",
+                        "-co", "BLOCKYSIZE=16", "-co", "COMPRESS=DEFLATE", src, dst], check=True)
+    for layout, extra in (("pixel", []), ("patch", ["--patch", "5"]), ("cube", ["--patch", "3"])):
+        rc, log = decode(hdr, gt, os.path.join(d, "envi_" + layout), 1, ["--layout", layout, "--backend", "npy"] + extra)
+        check(rc == 0, "tiled: ENVI reference %s decodes" % layout)
+        want = manifest(os.path.join(d, "envi_" + layout))["data_checksum"] if rc == 0 else None
+        totals = {}
+        for R in (1, 2, 3):
+            out = os.path.join(d, "tif_%s_%d" % (layout, R))
+            rc, log = decode(tif, gtif, out, R, ["--layout", layout, "--backend", "npy"] + extra)
+            check(rc == 0, "tiled: %s R=%d exits 0" % (layout, R))
+            if rc != 0:
+                print(log)
+                continue
+            check(manifest(out)["data_checksum"] == want,
+                  "tiled: %s R=%d data_checksum equals the ENVI scene's" % (layout, R))
+            totals[R] = read_total(log)
+        check(len(set(t[0] for t in totals.values())) == 1,
+              "tiled: %s bytes read the same for R=1,2,3 (no tile row decoded twice): %s" % (layout, totals))
+
+
 if __name__ == "__main__":
-    groups = {"ranks": group_ranks, "values": group_values, "lifecycle": group_lifecycle, "errors": group_errors}
+    groups = {"ranks": group_ranks, "values": group_values, "lifecycle": group_lifecycle, "errors": group_errors,
+              "tiled": group_tiled}
     which = sys.argv[1:] or list(groups)
     with tempfile.TemporaryDirectory(prefix="hsipipe-decode-") as d:
         for g in which:
