@@ -61,7 +61,7 @@ else
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/hsipipe-bench-all.XXXXXX")
   trap 'rm -f "$REMOTE_FROM"; rm -rf "$WORK"' EXIT
 fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+. scripts/mpi_env.sh  # one-node Open MPI settings (shared memory, no fabric probing), run as root
 
 "$PY" scripts/bench_report.py machine "$WORK/machine.json" --bin "$HSIPIPE_BIN" --tmp "${TMPDIR:-/tmp}"
 T0=$(date +%s)

@@ -24,7 +24,7 @@ ROWS=${BENCH_ROWS:-1024} COLS=${BENCH_COLS:-1024} BANDS=${BENCH_BANDS:-200} EPOC
 FRACTION=${BENCH_LABELED_FRACTION:-0.003}
 [ -x "$BIN" ] || { echo "bench_cv: $BIN not found: run scripts/setup.sh first (or set HSIPIPE_BIN)" >&2; exit 2; }
 BIN=$(realpath "$BIN")
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+. scripts/mpi_env.sh  # one-node Open MPI settings (shared memory, no fabric probing), run as root
 W=$(mktemp -d "${TMPDIR:-/tmp}/hsipipe-bench-cv.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 now() { date +%s.%N; }

@@ -77,7 +77,7 @@ awk -v h="$HS_S" -v s="$SPY_S" -v c="$CAT_S" 'BEGIN {
 # Targets (issue 3): 1 rank >= 3x the baseline, 2 ranks >= 1.6x 1 rank, h5 within 1.5x of npy.
 LABELS=$BENCH_TMP/scene/labels.hdr
 MPIEXEC=${MPIEXEC:-mpiexec}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+. scripts/mpi_env.sh  # one-node Open MPI settings (shared memory, no fabric probing), run as root
 echo "== decode: pixel, float16, zscore; labels $LABELS"
 decode_best() {  # ranks backend -> best wall seconds
   local r=$1 be=$2 out="$BENCH_TMP/cache_$2_$1" ts=()

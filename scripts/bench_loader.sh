@@ -19,7 +19,7 @@ PY=/usr/bin/python3
 ROWS=${BENCH_ROWS:-512} COLS=${BENCH_COLS:-512} BANDS=${BENCH_BANDS:-224} BATCHES=${BENCH_BATCHES:-300}
 [ -x "$BIN" ] || { echo "bench_loader: $BIN not found: run scripts/setup.sh first (or set HSIPIPE_BIN)" >&2; exit 2; }
 BIN=$(realpath "$BIN")
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+. scripts/mpi_env.sh  # one-node Open MPI settings (shared memory, no fabric probing), run as root
 W=$(mktemp -d "${TMPDIR:-/tmp}/hsipipe-bench-loader.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 

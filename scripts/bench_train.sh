@@ -33,8 +33,8 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 ROWS=${ROWS:-${BENCH_ROWS:-160}}; COLS=${COLS:-${BENCH_COLS:-160}}; BANDS=${BANDS:-${BENCH_BANDS:-103}}; EPOCHS=${EPOCHS:-3}; BATCH=${BATCH:-100}; THREADS=${THREADS:-1}
 CORES=$(nproc)
 OUT=${OUT:-$(mktemp -d /tmp/bench_train.XXXXXX)}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
+. "$SRC/scripts/mpi_env.sh"  # one-node Open MPI settings (shared memory, no fabric probing), run as root
+export OMPI_MCA_rmaps_base_oversubscribe=1
 echo "bench_train: $ROWS x $COLS x $BANDS synthetic scene, hu1d, batch $BATCH, $EPOCHS epochs, $CORES cores -> $OUT"
 
 $PY "$SRC/tests/train/make_cache.py" "$OUT/cache" --rows "$ROWS" --cols "$COLS" --bands "$BANDS" --classes 9 \

@@ -17,7 +17,7 @@ BIN=${HSIPIPE_BUILD_DIR:-build}/hsipipe
 RANKS=${HSIPIPE_DEMO_RANKS:-2}
 OUT=out/demo
 CONFIG=config/demo.ini
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+. scripts/mpi_env.sh  # one-node Open MPI settings (shared memory, no fabric probing), run as root
 MPI=(mpiexec -n "$RANKS" --oversubscribe)
 mkdir -p "$OUT"
 

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 BUILD_DIR=${HSIPIPE_BUILD_DIR:-build}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. scripts/mpi_env.sh  # one-node Open MPI settings (shared memory, no fabric probing), run as root
 cd "$BUILD_DIR"
 if (($#)); then
   exec ctest --output-on-failure --timeout 900 "$@"
