@@ -26,6 +26,7 @@
 #include "cache/npy.hpp"
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "core/simd.hpp"
 
 namespace hsipipe::cache {
 
@@ -37,6 +38,51 @@ namespace {
 inline void to_float(const char* src, bool f16, float* out, std::size_t n) {
   if (f16) halves_to_floats(reinterpret_cast<const std::uint16_t*>(src), out, n);
   else std::memcpy(out, src, n * sizeof(float));
+}
+
+// ---- one patch row: p pixels x B values (pixel-major) -> out[b * pp + j], NaN -> 0 ----
+
+void patch_row_scalar(const float* src, std::size_t p, std::size_t B, std::size_t pp, float* out) {
+  for (std::size_t j = 0; j < p; ++j)
+    for (std::size_t b = 0; b < B; ++b) {
+      const float x = src[j * B + b];
+      out[b * pp + j] = x == x ? x : 0.0f;
+    }
+}
+
+#if HSIPIPE_X86
+/// AVX2 (p >= 8, B >= 8): 8 pixels x 8 bands per step, NaN masked to 0 and transposed in registers. The
+/// last block of each axis is shifted back to end at p (or B), overlapping the one before: the overlap
+/// is written twice with the same values, and no scalar tail is left.
+__attribute__((target("avx2"))) void patch_row_avx2(const float* src, std::size_t p, std::size_t B, std::size_t pp,
+                                                    float* out) {
+  for (std::size_t jb = 0; jb < p; jb += 8) {
+    const std::size_t j0 = std::min(jb, p - 8);
+    for (std::size_t bb = 0; bb < B; bb += 8) {
+      const std::size_t b0 = std::min(bb, B - 8);
+      __m256 r[8];
+      for (std::size_t k = 0; k < 8; ++k) {
+        const __m256 x = _mm256_loadu_ps(src + (j0 + k) * B + b0);
+        r[k] = _mm256_and_ps(x, _mm256_cmp_ps(x, x, _CMP_ORD_Q));  // NaN -> +0
+      }
+      simd::transpose8(r);
+      for (std::size_t k = 0; k < 8; ++k) _mm256_storeu_ps(out + (b0 + k) * pp + j0, r[k]);
+    }
+  }
+}
+#endif
+
+void patch_row(const char* src, bool f16, std::size_t p, std::size_t B, std::size_t pp, float* out) {
+  if (f16) {  // widen the whole run first (F16C where available): the transposes then move floats only
+    thread_local std::vector<float> wide;
+    wide.resize(p * B);
+    halves_to_floats(reinterpret_cast<const std::uint16_t*>(src), wide.data(), p * B);
+    src = reinterpret_cast<const char*>(wide.data());
+  }
+#if HSIPIPE_X86
+  if (p >= 8 && B >= 8 && simd::have_avx2()) return patch_row_avx2(reinterpret_cast<const float*>(src), p, B, pp, out);
+#endif
+  patch_row_scalar(reinterpret_cast<const float*>(src), p, B, pp, out);
 }
 
 // ---- raw reads ----
@@ -360,11 +406,12 @@ void Shard::Impl::gather_stored(const std::uint64_t* ids, std::size_t n, float* 
 void Shard::Impl::gather_cube(const std::uint64_t* ids, std::size_t n, float* out) const {
   const std::size_t B = static_cast<std::size_t>(bands), p = static_cast<std::size_t>(patch), pp = p * p;
   const long h = static_cast<long>(p / 2);
-  // One patch row at a time: its p pixels are widened into `run` ([p, B], pixel-major as the cube stores
-  // them: one contiguous run when no column falls outside the scene), nodata (NaN) set to 0 (the band mean
-  // after z-score), then transposed into the band-first output [B, p, p].
-  thread_local std::vector<float> run;
-  run.resize(p * B);
+  // One patch row at a time: its p pixels are p * B contiguous values in the cube (pixel-major) unless a
+  // column falls outside the scene (then they are gathered into `run` first, reflected or zero); patch_row
+  // widens them, sets nodata (NaN) to 0 (the band mean after z-score) and transposes them into the
+  // band-first output [B, p, p].
+  thread_local std::vector<char> run;
+  run.resize(p * B * elem);
   for (std::size_t k = 0; k < n; ++k) {
     const std::uint64_t li = ids[k] - range.begin;
     const SceneRows& sr = scenes[static_cast<std::size_t>(s_scene[li])];
@@ -386,26 +433,23 @@ void Shard::Impl::gather_cube(const std::uint64_t* ids, std::size_t n, float* ou
       }
       if (row_out) rr = reflect_index(rr, sr.rows);
       const char* row = sr.data.data() + (static_cast<std::size_t>(rr) - sr.row0) * row_bytes;
-      float* q = run.data();
-      if (cols_inside) {
-        to_float(row + static_cast<std::size_t>(c - h) * B * elem, f16, q, p * B);
-      } else {
+      const char* src = row + static_cast<std::size_t>(c - h) * B * elem;
+      if (!cols_inside) {
         for (std::size_t j = 0; j < p; ++j) {
           long cc = c + static_cast<long>(j) - h;
+          char* q = run.data() + j * B * elem;
           if (cc < 0 || cc >= static_cast<long>(sr.cols)) {
             if (zero_border) {
-              std::fill_n(q + j * B, B, 0.0f);
+              std::memset(q, 0, B * elem);  // +0 in float16 and float32
               continue;
             }
             cc = reflect_index(cc, sr.cols);
           }
-          to_float(row + static_cast<std::size_t>(cc) * B * elem, f16, q + j * B, B);
+          std::memcpy(q, row + static_cast<std::size_t>(cc) * B * elem, B * elem);
         }
+        src = run.data();
       }
-      for (std::size_t t = 0; t < p * B; ++t) q[t] = q[t] == q[t] ? q[t] : 0.0f;  // NaN -> 0
-      float* d = dst + i * p;
-      for (std::size_t b = 0; b < B; ++b)
-        for (std::size_t j = 0; j < p; ++j) d[b * pp + j] = q[j * B + b];
+      patch_row(src, f16, p, B, pp, dst + i * p);
     }
   }
 }

@@ -10,12 +10,7 @@
 
 #include "core/error.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define HSIPIPE_X86 1
-#else
-#define HSIPIPE_X86 0
-#endif
+#include "core/simd.hpp"
 
 namespace hsipipe::io {
 
@@ -129,42 +124,25 @@ __attribute__((target("avx2"), always_inline)) inline __m256 load8(const unsigne
   }
 }
 
-/// In-register transpose of an 8 x 8 float block: r[i][j] -> r[j][i].
-__attribute__((target("avx2"), always_inline)) inline void transpose8(__m256 r[8]) noexcept {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)), u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)), u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
 /// transpose_row for AVX2: 8 columns x 16 (then 8) bands per step, converted and transposed in registers.
 /// The band blocks are the outer loop: each step reads 16 band lines front to back (a few streams, so
 /// power-of-two line lengths cause no L1 set conflicts) and writes whole 64-byte lines of 8 output pixels.
+/// Tails: the last block of each axis is shifted back to end at C (or B), overlapping the one before and
+/// writing the same values twice; scenes narrower than 8 columns or bands take the scalar kernel.
 template <class T, bool Swap>
 __attribute__((target("avx2"))) void transpose_row_avx2(const unsigned char* __restrict src, std::size_t band_stride,
                                                         std::size_t C, std::size_t B, float* __restrict out) noexcept {
-  const std::size_t C8 = C & ~std::size_t{7};
+  if (C < 8 || B < 8) return transpose_row<T, Swap>(src, band_stride, C, B, out);
   std::size_t b0 = 0;
   for (; b0 + 16 <= B; b0 += 16) {
     const unsigned char* p = src + b0 * band_stride;
-    for (std::size_t c0 = 0; c0 < C8; c0 += 8) {
+    for (std::size_t cb = 0; cb < C; cb += 8) {
+      const std::size_t c0 = std::min(cb, C - 8);
       __m256 lo[8], hi[8];
       for (std::size_t k = 0; k < 8; ++k) lo[k] = load8<T, Swap>(p + k * band_stride + c0 * sizeof(T));
       for (std::size_t k = 0; k < 8; ++k) hi[k] = load8<T, Swap>(p + (8 + k) * band_stride + c0 * sizeof(T));
-      transpose8(lo);
-      transpose8(hi);
+      simd::transpose8(lo);
+      simd::transpose8(hi);
       for (std::size_t k = 0; k < 8; ++k) {
         float* o = out + (c0 + k) * B + b0;
         _mm256_storeu_ps(o, lo[k]);
@@ -172,21 +150,17 @@ __attribute__((target("avx2"))) void transpose_row_avx2(const unsigned char* __r
       }
     }
   }
-  for (; b0 + 8 <= B; b0 += 8) {
-    const unsigned char* p = src + b0 * band_stride;
-    for (std::size_t c0 = 0; c0 < C8; c0 += 8) {
+  for (std::size_t bb = b0; bb < B; bb += 8) {
+    const std::size_t b = std::min(bb, B - 8);
+    const unsigned char* p = src + b * band_stride;
+    for (std::size_t cb = 0; cb < C; cb += 8) {
+      const std::size_t c0 = std::min(cb, C - 8);
       __m256 r[8];
       for (std::size_t k = 0; k < 8; ++k) r[k] = load8<T, Swap>(p + k * band_stride + c0 * sizeof(T));
-      transpose8(r);
-      for (std::size_t k = 0; k < 8; ++k) _mm256_storeu_ps(out + (c0 + k) * B + b0, r[k]);
+      simd::transpose8(r);
+      for (std::size_t k = 0; k < 8; ++k) _mm256_storeu_ps(out + (c0 + k) * B + b, r[k]);
     }
   }
-  for (std::size_t c = 0; c < C8; ++c)  // the last B % 8 bands
-    for (std::size_t b = b0; b < B; ++b)
-      out[c * B + b] = static_cast<float>(load<T, Swap>(src + b * band_stride + c * sizeof(T)));
-  for (std::size_t c = C8; c < C; ++c)  // the last C % 8 columns
-    for (std::size_t b = 0; b < B; ++b)
-      out[c * B + b] = static_cast<float>(load<T, Swap>(src + b * band_stride + c * sizeof(T)));
 }
 
 template <class T, bool Swap>
@@ -197,13 +171,6 @@ __attribute__((target("avx2"))) void convert_run_avx2(const unsigned char* __res
   for (; i < n; ++i) out[i] = static_cast<float>(load<T, Swap>(src + i * sizeof(T)));
 }
 
-bool have_avx2() noexcept {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return yes;
-}
 #else
 template <class T>
 constexpr bool kSimd = false;
@@ -290,7 +257,7 @@ Decoder::Fn pick(std::endian order) {
   if constexpr (kSimd<T>) {
     // HSIPIPE_NO_SIMD=1 forces the scalar kernels (tests compare both against SPy).
     const char* off = std::getenv("HSIPIPE_NO_SIMD");
-    if (have_avx2() && !(off && *off && std::strcmp(off, "0") != 0))
+    if (simd::have_avx2() && !(off && *off && std::strcmp(off, "0") != 0))
       return order == std::endian::native ? &decode<T, false, true> : &decode<T, true, true>;
   }
 #endif

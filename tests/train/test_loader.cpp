@@ -89,6 +89,17 @@ TEST_CASE("Shard::gather equals numpy's patches for every layout, dtype and bord
     const auto whole = cache::Shard::load(cache, {0, n});
     CHECK(part.bytes_read() < whole.bytes_read() / 2);
   }
+  // 11 x 11 and 9 x 9 run the 8 x 8 AVX2 blocks (where the CPU has them) with pixel and band tails.
+  SECTION("cube reflect float16 11x11, 13 bands (8 x 8 blocks and tails)") {
+    const auto d = make_cache(tmp, "c", "--layout cube --patch 11 --bands 13 --dtype float16 --rows 16 --cols 19");
+    const auto cache = cache::CacheReader::open(d);
+    check_gather(d, {0, cache.n_samples()}, 0, 11);
+  }
+  SECTION("cube zero border float32 9x9, 16 bands") {
+    const auto d = make_cache(tmp, "c", "--layout cube --patch 9 --bands 16 --border zero --rows 12 --cols 14");
+    const auto cache = cache::CacheReader::open(d);
+    check_gather(d, {0, cache.n_samples()}, 0, 9);
+  }
   SECTION("cube zero border float16 5x5") {
     const auto d = make_cache(tmp, "c", "--layout cube --patch 5 --bands 4 --border zero --dtype float16 --rows 8 --cols 6");
     const auto cache = cache::CacheReader::open(d);
