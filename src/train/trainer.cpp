@@ -627,21 +627,20 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
   }
 
   // ------------------------------------------------------------ run summary
+  // summary.json/md are a pure function of the fold-*/metrics.json files (summarize_run, the same call as
+  // `hsipipe report`), so `--fold all` and `--fold I` tasks + report give identical summaries and rerunning
+  // report over a --fold all run changes nothing. The I/O figures of this job (one shard load for all its
+  // folds) go to RUN_DIR/io.json beside them; each fold's metrics.json also keeps them under train.io.
   collective_guard(world, "writing the summary", [&] {
     if (!root) return;
-    fs::write_text_atomic(opt.out + "/io.json", io.dump(2) + "\n");
     if (opt.fold != "all") {
       log << "fold " << opt.fold << " done; when every fold is, `hsipipe report " << opt.out << "` writes the summary\n";
       return;
     }
-    nlohmann::json summary = summarize_run(opt.out);
-    summary["io"] = io;
-    fs::write_text_atomic(opt.out + "/summary.json", summary.dump(2) + "\n");
-    std::string md = summary_markdown(summary);
-    md += "\nCache bytes read per rank: ";
-    for (std::size_t r = 0; r < bytes_per_rank.size(); ++r) md += (r ? ", " : "") + std::to_string(bytes_per_rank[r]);
-    md += " (one shard each, loaded once for " + std::to_string(fold_list.size()) + " folds); nothing was decoded.\n";
-    fs::write_text_atomic(opt.out + "/summary.md", md);
+    nlohmann::json io_all = io;
+    io_all["folds"] = static_cast<int>(fold_list.size());
+    fs::write_text_atomic(opt.out + "/io.json", io_all.dump(2) + "\n");
+    const nlohmann::json summary = summarize_run(opt.out);  // writes summary.json and summary.md
     log << summary_markdown(summary) << "cache bytes read per rank: ";
     for (std::size_t r = 0; r < bytes_per_rank.size(); ++r) log << (r ? ", " : "") << bytes_per_rank[r];
     log << " (one shard each, loaded once); nothing decoded\n" << std::flush;
