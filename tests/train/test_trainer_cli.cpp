@@ -1,7 +1,8 @@
 // `hsipipe train` end to end (real processes, real mpiexec): --fold all reads the cache once;
 // --fold I tasks + `hsipipe report` give the same summary; refusals before training; SIGTERM writes a
 // usable checkpoint (exit 75) and --resume with --deterministic ends with bitwise the same weights as
-// an uninterrupted run. Caches are made by tests/train/make_cache.py (numpy), folds by `hsipipe folds`.
+// an uninterrupted run, for one rank signalled directly and for 2 ranks under a signalled mpiexec.
+// Caches are made by tests/train/make_cache.py (numpy), folds by `hsipipe folds`.
 #include <torch/torch.h>
 // glog (pulled in by libtorch) defines CHECK too: Catch2's must win
 #undef CHECK
@@ -55,6 +56,50 @@ std::vector<torch::Tensor> checkpoint_params(const std::string& path, const std:
   auto net = train::make_model(model, bands, patch, classes, 1);
   net->load(m);
   return net->parameters();
+}
+
+int count_lines(const std::string& path) {
+  std::ifstream in(path);
+  int lines = 0;
+  for (std::string l; std::getline(in, l);) lines += !l.empty();
+  return lines;
+}
+
+/// Starts `cmd` (through /bin/sh, output to `log`), sends `sig` to it once fold 0 of `run_dir` has more
+/// than `after` epoch records, and returns its wait status. The signal goes to the process `cmd` execs:
+/// hsipipe itself, or mpiexec when `cmd` starts with it. Fails (and kills it) if it does not end within
+/// 120 s of the signal.
+int interrupt_after_epochs(const std::string& cmd, const std::string& run_dir, const std::string& log, int sig,
+                           int after = 0) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string sh = "exec " + cmd + " > " + log + " 2>&1";
+    execl("/bin/sh", "sh", "-c", sh.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  while (count_lines(run_dir + "/fold-0/epochs.jsonl") <= after) {
+    if (waitpid(pid, &status, WNOHANG) == pid) FAIL("the run ended before it could be interrupted: " << fs::read_text(log));
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(120)) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL("no new epoch record after 120 s: " << fs::read_text(log));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(kill(pid, sig) == 0);
+  t0 = std::chrono::steady_clock::now();
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(120)) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL("still running 120 s after signal " << sig << ": " << fs::read_text(log));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return status;
 }
 
 }  // namespace
@@ -147,29 +192,7 @@ TEST_CASE("SIGTERM writes a checkpoint and exits 75; --resume ends with the weig
   // interrupted run: started directly (singleton MPI), SIGTERM once its first epoch is recorded
   const std::string run_dir = tmp.str("int");
   const std::string log = tmp.str("int.log");
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const std::string cmd = "exec " + bin() + opts + " --out " + run_dir + " > " + log + " 2>&1";
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    std::ifstream ep(run_dir + "/fold-0/epochs.jsonl");
-    std::string line;
-    if (ep && std::getline(ep, line) && !line.empty()) break;
-    int st = 0;
-    if (waitpid(pid, &st, WNOHANG) == pid) FAIL("the run ended before it could be interrupted: " << fs::read_text(log));
-    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(120)) {
-      kill(pid, SIGKILL);
-      FAIL("no epoch record after 120 s");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  REQUIRE(kill(pid, SIGTERM) == 0);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  const int status = interrupt_after_epochs(bin() + opts + " --out " + run_dir, run_dir, log, SIGTERM);
   const std::string out1 = fs::read_text(log);
   INFO(out1);
   REQUIRE(WIFEXITED(status));
@@ -194,8 +217,88 @@ TEST_CASE("SIGTERM writes a checkpoint and exits 75; --resume ends with the weig
   CHECK(trained);
   CHECK(read_json(tmp.str("ref/fold-0/metrics.json"))["metrics"] == read_json(run_dir + "/fold-0/metrics.json")["metrics"]);
   // the epoch records continue where they stopped: 12 in all
-  std::ifstream ep(run_dir + "/fold-0/epochs.jsonl");
-  int lines = 0;
-  for (std::string l; std::getline(ep, l);) lines += !l.empty();
-  CHECK(lines == 12);
+  CHECK(count_lines(run_dir + "/fold-0/epochs.jsonl") == 12);
+}
+
+TEST_CASE("under mpiexec -n 2: SIGUSR1 to mpiexec checkpoints every rank and exits 75, --resume ends with the "
+          "weights of an uninterrupted run; SIGTERM to mpiexec leaves a usable checkpoint",
+          "[train][cli][mpi]") {
+  // mpiexec is the process a user (or jobs/lib.sh with HSIPIPE_MPI=mpiexec) signals. Open MPI's mpiexec
+  // (4.1) forwards SIGUSR1 to the ranks and exits with their status, 75. SIGTERM it does not forward: it
+  // aborts the job, sending the ranks SIGCONT, then SIGTERM odls_base_sigkill_timeout (1 s) later, then
+  // SIGKILL as long again after that, and exits 1 whatever the ranks return. So for SIGTERM this checks
+  // what hsipipe controls: the ranks checkpoint together and the checkpoint resumes (the timeout is
+  // raised to 5 s so a loaded machine does not SIGKILL them first; other MPIs ignore OMPI_MCA_*), and
+  // only that mpiexec's status is not 0.
+  test::TempDir tmp("train-sig-mpi");
+  const auto cache = make_cache(tmp.str("cache"), "--layout patch --patch 3 --rows 20 --cols 20 --bands 8 --unlabeled 0");
+  const auto folds = make_folds(cache, tmp.str("folds.json"), 2);
+  auto opts = [&](int epochs) {
+    return " train --cache " + cache + " --folds " + folds + " --model hamida3d --fold 0 --epochs " + std::to_string(epochs) +
+           " --batch 8 --deterministic --augment flip,rot90 --quiet";
+  };
+  const std::string checkpointed = " received; checkpoint written, exiting for requeue";
+
+  SECTION("SIGUSR1") {
+    const int epochs = 80;
+    const auto ref = test::run(mpiexec(2) + bin() + opts(epochs) + " --out " + tmp.str("ref"));
+    INFO(ref.output);
+    REQUIRE(ref.status == 0);
+    const std::string run_dir = tmp.str("usr1");
+    const std::string log = tmp.str("usr1.log");
+    const int status = interrupt_after_epochs(mpiexec(2) + bin() + opts(epochs) + " --out " + run_dir, run_dir, log, SIGUSR1);
+    const std::string out1 = fs::read_text(log);
+    INFO(out1);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 75);
+    CHECK(out1.find("signal " + std::to_string(SIGUSR1) + checkpointed) != std::string::npos);
+    REQUIRE(fsys::exists(run_dir + "/fold-0/checkpoint.pt"));
+    CHECK_FALSE(fsys::exists(run_dir + "/fold-0/metrics.json"));
+    CHECK(count_lines(run_dir + "/fold-0/epochs.jsonl") < epochs);
+
+    const auto res = test::run(mpiexec(2) + bin() + opts(epochs) + " --out " + run_dir + " --resume");
+    INFO(res.output);
+    REQUIRE(res.status == 0);
+    CHECK(res.output.find("resumed from checkpoint") != std::string::npos);
+    const auto a = checkpoint_params(tmp.str("ref/fold-0/checkpoint.pt"), "hamida3d", 8, 3, 3);
+    const auto b = checkpoint_params(run_dir + "/fold-0/checkpoint.pt", "hamida3d", 8, 3, 3);
+    const auto fresh = train::make_model("hamida3d", 8, 3, 3, 1)->parameters();
+    REQUIRE(a.size() == b.size());
+    bool trained = false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      CHECK(torch::equal(a[i], b[i]));
+      trained |= !torch::equal(a[i], fresh[i]);
+    }
+    CHECK(trained);
+    CHECK(read_json(tmp.str("ref/fold-0/metrics.json"))["metrics"] == read_json(run_dir + "/fold-0/metrics.json")["metrics"]);
+    CHECK(count_lines(run_dir + "/fold-0/epochs.jsonl") == epochs);
+  }
+
+  SECTION("SIGTERM") {
+    // far more epochs than run before the signal lands (seconds after it is sent); never run to the end
+    const int epochs = 100000;
+    const std::string run_dir = tmp.str("term");
+    const std::string log = tmp.str("term.log");
+    const std::string env = "env OMPI_MCA_odls_base_sigkill_timeout=5 ";
+    const int status = interrupt_after_epochs(env + mpiexec(2) + bin() + opts(epochs) + " --out " + run_dir, run_dir, log, SIGTERM);
+    const std::string out1 = fs::read_text(log);
+    INFO(out1);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) != 0);
+    REQUIRE(out1.find("signal " + std::to_string(SIGTERM) + checkpointed) != std::string::npos);
+    REQUIRE(fsys::exists(run_dir + "/fold-0/checkpoint.pt"));
+    CHECK_FALSE(fsys::exists(run_dir + "/fold-0/metrics.json"));
+    const int recorded = count_lines(run_dir + "/fold-0/epochs.jsonl");
+    // usable: a resumed run (2 ranks) starts from it, records further epochs, and stops again on SIGUSR1
+    const std::string log2 = tmp.str("term-resume.log");
+    const int status2 =
+        interrupt_after_epochs(mpiexec(2) + bin() + opts(epochs) + " --out " + run_dir + " --resume", run_dir, log2, SIGUSR1, recorded);
+    const std::string out2 = fs::read_text(log2);
+    INFO(out2);
+    REQUIRE(WIFEXITED(status2));
+    CHECK(WEXITSTATUS(status2) == 75);
+    CHECK(out2.find("resumed from checkpoint " + run_dir + "/fold-0/checkpoint.pt at fold 0 epoch " +
+                    std::to_string(recorded + 1)) != std::string::npos);
+    CHECK(count_lines(run_dir + "/fold-0/epochs.jsonl") > recorded);
+  }
 }
