@@ -97,8 +97,12 @@ hsipipe_on_signal() {
   fi
   HSIPIPE_SIGNALLED=$1
   if [[ -n $HSIPIPE_CHILD ]]; then
-    hsipipe_log "SIG$1: asking hsipipe to checkpoint and stop"
-    kill -"$1" "$HSIPIPE_CHILD" 2>/dev/null || true
+    # hsipipe treats SIGUSR1 and SIGTERM alike. Open MPI's mpiexec forwards SIGUSR1 and exits with the
+    # ranks' status (75), but turns SIGTERM into a job abort (SIGKILL 1 s later, exit status 1): send it USR1.
+    local fwd=$1
+    [[ ${HSIPIPE_LAUNCH[0]} != mpiexec ]] || fwd=USR1
+    hsipipe_log "SIG$1: asking hsipipe to checkpoint and stop (SIG$fwd to ${HSIPIPE_LAUNCH[0]})"
+    kill -"$fwd" "$HSIPIPE_CHILD" 2>/dev/null || true
   else
     hsipipe_log "SIG$1 before training started: the job will requeue without training"
   fi
@@ -137,7 +141,7 @@ hsipipe_run_preemptible() {
   local rc
   [[ -z $HSIPIPE_SIGNALLED ]] || hsipipe_requeue
   # The launcher itself is the background child, so that the signal reaches it (srun forwards
-  # SIGUSR1/SIGTERM to every task; so does Open MPI's mpiexec).
+  # SIGUSR1/SIGTERM to every task; Open MPI's mpiexec forwards SIGUSR1, which hsipipe_on_signal sends it).
   "${HSIPIPE_LAUNCH[@]}" "$HSIPIPE_EXE_PATH" "$@" &
   HSIPIPE_CHILD=$!
   while :; do
