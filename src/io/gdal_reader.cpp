@@ -33,6 +33,7 @@
 #include "core/error.hpp"
 #include "io/gdal_remote.hpp"
 #include "io/readers.hpp"
+#include "io/sample_kind.hpp"
 
 namespace hsipipe::io {
 
@@ -77,7 +78,7 @@ Dataset open_dataset(const std::string& name) {
 }
 
 // Sample types the reader decodes. SignedByte is GDAL < 3.7's int8: GDT_Byte with PIXELTYPE=SIGNEDBYTE.
-enum class Kind { u8, i8, i16, u16, i32, u32, i64, u64, f32, f64 };
+using Kind = SampleKind;  // GDAL 3.6 has no float16
 
 std::optional<Kind> kind_of(GDALDataType t, bool signed_byte) {
   switch (t) {
@@ -112,42 +113,10 @@ GDALDataType gdal_type(Kind k) {
 #else
     case Kind::i64: case Kind::u64: return GDT_Float64;
 #endif
-    case Kind::f32: return GDT_Float32;
+    case Kind::f16: case Kind::f32: return GDT_Float32;  // no float16 in GDAL 3.6: kind_of never gives f16
     case Kind::f64: return GDT_Float64;
   }
   return GDT_Float64;
-}
-
-DType kind_dtype(Kind k) {
-  switch (k) {
-    case Kind::u8: return DType::u8;
-    case Kind::i8: return DType::i16;  // hsipipe has no int8 DType; int16 holds it exactly
-    case Kind::i16: return DType::i16;
-    case Kind::u16: return DType::u16;
-    case Kind::i32: return DType::i32;
-    case Kind::u32: return DType::u32;
-    case Kind::i64: return DType::i64;
-    case Kind::u64: return DType::u64;
-    case Kind::f32: return DType::f32;
-    case Kind::f64: return DType::f64;
-  }
-  return DType::f64;
-}
-
-template <class F>
-void with_kind(Kind k, F&& f) {
-  switch (k) {
-    case Kind::u8: return f(std::uint8_t{});
-    case Kind::i8: return f(std::int8_t{});
-    case Kind::i16: return f(std::int16_t{});
-    case Kind::u16: return f(std::uint16_t{});
-    case Kind::i32: return f(std::int32_t{});
-    case Kind::u32: return f(std::uint32_t{});
-    case Kind::i64: return f(std::int64_t{});
-    case Kind::u64: return f(std::uint64_t{});
-    case Kind::f32: return f(float{});
-    case Kind::f64: return f(double{});
-  }
 }
 
 /// Widens npix pixels x bands samples of type T (BIP) to float32 in `out`, masking invalid pixels
@@ -254,7 +223,7 @@ class GdalScene final : public Scene {
   std::size_t rows() const override { return rows_; }
   std::size_t cols() const override { return cols_; }
   std::size_t bands() const override { return bands_; }
-  DType source_type() const override { return kind_dtype(mixed_types_ ? Kind::f64 : source_kind_); }
+  DType source_type() const override { return sample_kind_dtype(mixed_types_ ? Kind::f64 : source_kind_); }
   const BandInfo& band_info() const override { return info_; }
   std::optional<double> ignore_value() const override { return nodata_.front(); }
   std::string format() const override { return driver_; }
@@ -312,7 +281,7 @@ class GdalScene final : public Scene {
   // Rows [a, b) within one block row (or the tail of one), all bands, BIP, into out.
   void read_piece(GDALDatasetH ds, std::size_t a, std::size_t b, float* out) const {
     const std::size_t n = b - a, npix = n * cols_;
-    with_kind(kind_, [&](auto tag) {
+    with_sample_type(kind_, [&](auto tag) {
       using T = decltype(tag);
       std::vector<T> tmp;
       T* dst = reinterpret_cast<T*>(out);

@@ -27,6 +27,7 @@
 #include "core/error.hpp"
 #include "io/array_choice.hpp"
 #include "io/readers.hpp"
+#include "io/sample_kind.hpp"
 #include "io/strided_decode.hpp"
 
 namespace hsipipe::io {
@@ -107,7 +108,7 @@ H5Handle make(hid_t id, H5Handle::Closer close, const char* call, const std::str
   return H5Handle(check_h5(id, call, file), close);
 }
 
-enum class Kind { i8, u8, i16, u16, i32, u32, i64, u64, f16, f32, f64 };
+using Kind = SampleKind;
 
 /// Storage kind of an integer/float/enum HDF5 type; nullopt for anything else.
 std::optional<Kind> kind_of(hid_t type) {
@@ -154,39 +155,19 @@ std::string type_name(hid_t type) {
   }
 }
 
-DType kind_dtype(Kind k) {
-  switch (k) {
-    case Kind::i8: return DType::i16;  // hsipipe has no int8 DType; int16 holds it exactly
-    case Kind::u8: return DType::u8;
-    case Kind::i16: return DType::i16;
-    case Kind::u16: return DType::u16;
-    case Kind::i32: return DType::i32;
-    case Kind::u32: return DType::u32;
-    case Kind::i64: return DType::i64;
-    case Kind::u64: return DType::u64;
-    case Kind::f16: return DType::f16;
-    case Kind::f32: return DType::f32;
-    case Kind::f64: return DType::f64;
-  }
-  return DType::f64;
-}
-
-/// Calls f(T{}, native memory type) for the in-memory type a kind is read as (float16 reads as float).
-template <class F>
-void with_kind(Kind k, F&& f) {
-  switch (k) {
-    case Kind::i8: return f(std::int8_t{}, H5T_NATIVE_INT8);
-    case Kind::u8: return f(std::uint8_t{}, H5T_NATIVE_UINT8);
-    case Kind::i16: return f(std::int16_t{}, H5T_NATIVE_INT16);
-    case Kind::u16: return f(std::uint16_t{}, H5T_NATIVE_UINT16);
-    case Kind::i32: return f(std::int32_t{}, H5T_NATIVE_INT32);
-    case Kind::u32: return f(std::uint32_t{}, H5T_NATIVE_UINT32);
-    case Kind::i64: return f(std::int64_t{}, H5T_NATIVE_INT64);
-    case Kind::u64: return f(std::uint64_t{}, H5T_NATIVE_UINT64);
-    case Kind::f16: return f(float{}, H5T_NATIVE_FLOAT);
-    case Kind::f32: return f(float{}, H5T_NATIVE_FLOAT);
-    case Kind::f64: return f(double{}, H5T_NATIVE_DOUBLE);
-  }
+/// The native HDF5 memory type of T (the in-memory type with_sample_type() hands over).
+template <class T>
+hid_t native_type() {
+  if constexpr (std::is_same_v<T, std::int8_t>) return H5T_NATIVE_INT8;
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return H5T_NATIVE_UINT8;
+  else if constexpr (std::is_same_v<T, std::int16_t>) return H5T_NATIVE_INT16;
+  else if constexpr (std::is_same_v<T, std::uint16_t>) return H5T_NATIVE_UINT16;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return H5T_NATIVE_INT32;
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return H5T_NATIVE_UINT32;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return H5T_NATIVE_INT64;
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return H5T_NATIVE_UINT64;
+  else if constexpr (std::is_same_v<T, float>) return H5T_NATIVE_FLOAT;
+  else return H5T_NATIVE_DOUBLE;
 }
 
 std::vector<std::size_t> dims_of(hid_t dset) {
@@ -284,7 +265,7 @@ class Hdf5Scene final : public Scene {
   std::size_t rows() const override { return rows_; }
   std::size_t cols() const override { return cols_; }
   std::size_t bands() const override { return bands_; }
-  DType source_type() const override { return kind_dtype(kind_); }
+  DType source_type() const override { return sample_kind_dtype(kind_); }
   const BandInfo& band_info() const override { return info_; }
   std::optional<double> ignore_value() const override { return ignore_; }
   std::string format() const override { return "HDF5"; }
@@ -312,8 +293,9 @@ class Hdf5Scene final : public Scene {
     s.col = cstride[wpos_];
     s.band = rank == 3 ? cstride[bpos_] : 1;
 
-    with_kind(kind_, [&](auto tag, hid_t memtype) {
+    with_sample_type(kind_, [&](auto tag) {
       using T = decltype(tag);
+      const hid_t memtype = native_type<T>();
       std::vector<T> buf(n * cols_ * bands_);
       {
         std::lock_guard lock(h5_mutex());
