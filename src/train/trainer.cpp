@@ -124,6 +124,7 @@ nlohmann::json TrainOptions::identity() const {
 }
 
 int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
+  const double t_job0 = now_s();
   const int rank = world.rank(), R = world.size();
   const bool root = rank == 0;
   const dist::Comm local = world.split_shared();  // COLLECTIVE
@@ -270,8 +271,13 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
 
   SignalGuard signals;
   const int C = classes.size();
+  // Wall time of each fold trained here (rank 0: model, epochs, validation, results), for io.json: what a
+  // job spends beyond its folds is then visible (set-up before the first fold, the summary after the last).
+  nlohmann::json fold_wall = nlohmann::json::array();
+  const double setup_s = now_s() - t_job0;
 
   for (const int f : fold_list) {
+    const double t_fold0 = now_s();
     const std::string fdir = fold_dir(opt.out, f);
     const std::string ckpt_path = fdir + "/checkpoint.pt";
     // ---------------------------------------------------------- resume decision (same on all ranks)
@@ -624,6 +630,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
     });
     // a finished marker so --resume skips this fold
     save(opt.epochs, 0, true, 0, 0, 0, Timing{});
+    fold_wall.push_back({{"fold", f}, {"seconds", now_s() - t_fold0}});
   }
 
   // ------------------------------------------------------------ run summary
@@ -639,6 +646,8 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
     }
     nlohmann::json io_all = io;
     io_all["folds"] = static_cast<int>(fold_list.size());
+    io_all["setup_seconds"] = setup_s;  // from train() entry to the first fold (shard load included)
+    io_all["fold_wall_seconds"] = fold_wall;
     fs::write_text_atomic(opt.out + "/io.json", io_all.dump(2) + "\n");
     const nlohmann::json summary = summarize_run(opt.out);  // writes summary.json and summary.md
     log << summary_markdown(summary) << "cache bytes read per rank: ";
