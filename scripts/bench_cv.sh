@@ -179,7 +179,7 @@ print(f"{'naive (decode per fold)':28} {naive['total_s']:9.2f} {n_dec:9.2f} {n_t
 print(f"{'hsipipe (decode once)':28} {hs_total:9.2f} {hs_decode:9.2f} {hs_train:9.2f} {round(hs_ratio * scene_bytes):15,d} {summary['mean']['oa']:8.4f}")
 parts = hs_decode + sum(fold_train)
 ratio_fold = n_dec / n_tr if n_tr else float("inf")
-io = summary.get("io", {})
+io = io_json  # summary.json holds only what report makes of the fold results
 out = {
     "scene": {"rows": rows, "cols": cols, "bands": bands, "bytes": scene_bytes, "labeled_fraction": fraction,
               "labeled_samples": n_samples, "tile_bytes": tiles, "tile": [bx, by]},
