@@ -492,7 +492,14 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
       std::int64_t acc_count = 0;
       bool preempted = false;
       std::int64_t step = first;
+      // tests: a fixed pause per step, so that a signal sent during the first epoch lands mid-fold however fast
+      // the machine trains (tests/slurm/test_chain.sh)
+      static const long step_delay_ms = [] {
+        const char* d = std::getenv("HSIPIPE_TEST_STEP_DELAY_MS");
+        return d ? std::atol(d) : 0L;
+      }();
       for (; step < steps; ++step) {
+        if (step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms));
         double t0 = now_s();
         auto b = loader.next();
         if (!b) throw Error("loader ended before step " + std::to_string(step) + " of " + std::to_string(steps));

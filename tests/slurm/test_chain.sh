@@ -21,6 +21,9 @@ W=$HSIPIPE_SLURM_DIR/work-chain
 mkdir -p "$W"
 H=$HSIPIPE_BIN
 T0=$SECONDS
+# A pause per training step (hsipipe's test hook; sbatch exports it to the jobs): the SIGUSR1 sent once fold 1
+# logs its first epoch must land while that fold still trains, however fast the machine is.
+export HSIPIPE_TEST_STEP_DELAY_MS=${HSIPIPE_TEST_STEP_DELAY_MS:-3}
 
 "$H" synth --out "$W/scene" --rows 40 --cols 40 --bands 30 --classes 4 --seed 5 >/dev/null
 cat >"$W/chain.ini" <<INI
