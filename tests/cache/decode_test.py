@@ -415,10 +415,14 @@ def group_errors(d):
         out = os.path.join(d, "bad%d" % i)
         rc, log = decode(hdr, gt, out, 2, extra)
         check(rc == 2 and msg in log, "bad option %s: exit 2 and '%s'" % (" ".join(extra), msg))
+        if not (rc == 2 and msg in log):
+            print("---- rc %d, output:\n%s" % (rc, log))
         check(not os.path.exists(out) and not glob.glob(out + ".tmp-*"), "  ... nothing written")
     out = os.path.join(d, "zero")
     rc, log = decode(hdr, zero_gt + ".hdr", out, 2)
     check(rc == 2 and "zero samples" in log and not os.path.exists(out), "zero samples: clear error, nothing written")
+    if rc != 2 or "zero samples" not in log:
+        print("---- rc %d, output:\n%s" % (rc, log))
     out = os.path.join(d, "mixed")
     rc, log = run(["decode", "--scene", hdr, "--scene", hdr_b, "--labels", gt, "--labels", gt_b, "--out", out], ranks=2)
     check(rc == 2 and "different band counts" in log and not os.path.exists(out),
