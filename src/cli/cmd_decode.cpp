@@ -120,13 +120,14 @@ int run_decode(int argc, char** argv) {
     return e.exit_code();  // rank 0 failed the same way and reports it
   } catch (const cache::PeerError& e) {
     if (comm.rank() != 0) return 1;
-    throw;
+    std::cerr << "hsipipe decode: error: " << e.what() << "\n" << std::flush;
+    return e.exit_code();
   } catch (const Error& e) {
-    if (comm.rank() != 0) {
-      std::cerr << "hsipipe decode: rank " << comm.rank() << ": error: " << e.what() << "\n";
-      return e.exit_code();
-    }
-    throw;
+    // Printed here, before MPI_Finalize (env's destructor), whose fence holds every rank until all have
+    // printed: mpiexec ends the job at the first non-zero exit and would cut off rank 0's message.
+    if (comm.rank() != 0) std::cerr << "hsipipe decode: rank " << comm.rank() << ": error: " << e.what() << "\n";
+    else std::cerr << "hsipipe decode: error: " << e.what() << "\n" << std::flush;
+    return e.exit_code();
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include "cache/cache.hpp"
 #include "cache/npy.hpp"
+#include "cache/sink.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/hash.hpp"
@@ -77,9 +78,21 @@ void collective_guard(const dist::Comm& world, const char* what, Fn&& fn) {
   } catch (...) {
     err = std::current_exception();
   }
-  if (!world.all_ok(err == nullptr)) {
+  // Every rank learns the failing rank's exit code, so that whichever rank exits first, mpiexec reports it.
+  int code = 0;
+  if (err) {
+    try {
+      std::rethrow_exception(err);
+    } catch (const Error& e) {
+      code = e.exit_code();
+    } catch (...) {
+      code = 1;
+    }
+  }
+  code = world.allreduce_max(code);
+  if (code != 0) {
     if (err) std::rethrow_exception(err);
-    throw Error(std::string(what) + ": failed on another rank (see its message)");
+    throw cache::QuietError(std::string(what) + ": failed on another rank (see its message)", code);
   }
 }
 
