@@ -163,7 +163,7 @@ class Decoder {
   nlohmann::json describe_sources(bool hash) const;
   nlohmann::json decide(const nlohmann::json& params, const nlohmann::json& sources);
   void plan();
-  RowWindow read_window(int s, std::size_t rr0, std::size_t rr1);
+  void read_window(int s, std::size_t rr0, std::size_t rr1, RowWindow& w);
   void read_kept_rows(int s, std::size_t r0, std::size_t r1, float* out);
   Range aligned_rows(std::size_t s, int rank) const;
   Range need_rows(std::size_t s, int rank) const;
@@ -197,6 +197,11 @@ class Decoder {
   /// decoded here for a neighbour and needed here too), kept bands; read_window copies them.
   std::vector<std::map<std::size_t, std::vector<float>>> foreign_;
   std::uint64_t kept_bytes_ = 0;
+  /// Pixel layout, statistics over the samples, no PCA, and within --memory-mb: the statistics pass keeps
+  /// just this rank's sample pixels (kept bands, in sample order) for the write pass, not whole row windows
+  /// (with sparse labels a tiny fraction of them), and decodes into one reused window.
+  bool keep_samples_ = false;
+  BigFloats samples_raw_;
   BandStats stats_;
   Preprocessor pre_;
   std::vector<double> explained_;
@@ -468,9 +473,9 @@ void Decoder::read_kept_rows(int s, std::size_t r0, std::size_t r1, float* out) 
   t_.compute += seconds_since(t1);
 }
 
-RowWindow Decoder::read_window(int s, std::size_t rr0, std::size_t rr1) {
+/// Decodes rows [rr0, rr1) of scene s into w (its buffer is reused: no fresh pages per block).
+void Decoder::read_window(int s, std::size_t rr0, std::size_t rr1, RowWindow& w) {
   const auto& st = sc_[static_cast<std::size_t>(s)];
-  RowWindow w;
   w.row0 = rr0;
   w.nrows = rr1 - rr0;
   w.cols = st.cols;
@@ -493,7 +498,6 @@ RowWindow Decoder::read_window(int s, std::size_t rr0, std::size_t rr1) {
     read_kept_rows(s, r, e, w.data.data() + (r - rr0) * row_floats);
     r = e;
   }
-  return w;
 }
 
 /// The rows of scene s that `rank` decodes when ranks split rows (cube layout, statistics over all pixels,
@@ -584,7 +588,7 @@ void Decoder::exchange_boundary_rows() {
 
 const RowWindow& Decoder::window_for(std::size_t bi, const Block& b, RowWindow& scratch, bool keep) {
   if (auto it = kept_windows_.find(bi); it != kept_windows_.end()) return it->second;
-  scratch = read_window(b.scene, b.rr0, b.rr1);
+  read_window(b.scene, b.rr0, b.rr1, scratch);
   const std::uint64_t bytes = scratch.data.size() * sizeof(float);
   if (keep && kept_bytes_ + bytes <= opts_.memory_bytes) {
     kept_bytes_ += bytes;
@@ -595,14 +599,23 @@ const RowWindow& Decoder::window_for(std::size_t bi, const Block& b, RowWindow& 
 
 void Decoder::stats_pass() {
   const int B = static_cast<int>(kept_.size());
+  const auto Bs = static_cast<std::size_t>(B);
   std::vector<double> packed;
+  keep_samples_ = opts_.layout == Layout::pixel && stats_is_write_ && opts_.pca == 0 &&
+                  my_.size() * Bs * sizeof(float) <= opts_.memory_bytes;
   collective_step(comm_, "the statistics pass", [&] {
+    if (keep_samples_) samples_raw_.resize(my_.size() * Bs);
     const auto& blocks = stats_is_write_ ? write_plan_ : stats_plan_;
     RowWindow scratch;
     for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
       const Block& b = blocks[bi];
-      const RowWindow& w = window_for(bi, b, scratch, stats_is_write_);
+      const RowWindow& w = window_for(bi, b, scratch, stats_is_write_ && !keep_samples_);
       const auto t0 = Clock::now();
+      if (keep_samples_)
+        for (std::uint64_t id = b.s0; id < b.s1; ++id) {
+          const float* px = w.pixel(static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]));
+          std::copy(px, px + Bs, samples_raw_.data() + (id - my_.begin) * Bs);
+        }
       for (std::size_t r = b.r0; r < b.r1; ++r) {
         if (!owns_stats_row(b.scene, r)) continue;
         BandStats rs(B);
@@ -753,16 +766,19 @@ void Decoder::write_pass(Sink& sink) {
         if (k >= mine.size()) return;
         const std::size_t bi = mine[k];
         const Block& b = write_plan_[bi];
-        const RowWindow& w = window_for(bi, b, scratch, false);
+        // keep_samples_: the statistics pass kept this rank's sample pixels, nothing is decoded again
+        const RowWindow& w = keep_samples_ ? scratch : window_for(bi, b, scratch, false);
         const auto t0 = Clock::now();
         if (opts_.layout == Layout::pixel) {
           n = b.s1 - b.s0;
           first = b.s0;
           fout.resize(n * Bo);
+          const std::size_t B = kept_.size();
           for (std::uint64_t i = 0; i < n; ++i) {
             const auto id = b.s0 + i;
-            pre_.apply(w.pixel(static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id])),
-                       fout.data() + i * Bo);
+            const float* px = keep_samples_ ? samples_raw_.data() + (id - my_.begin) * B
+                                            : w.pixel(static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]));
+            pre_.apply(px, fout.data() + i * Bo);
           }
         } else {
           // transform every read row, then cut (patch) or copy (cube)
