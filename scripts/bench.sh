@@ -63,6 +63,13 @@ else
 fi
 . scripts/mpi_env.sh  # one-node Open MPI settings (shared memory, no fabric probing), run as root
 
+# Let the load of whatever ran just before settle (up to 3 minutes): the page records the load average it
+# starts at and calls the run busy above half the cores.
+for i in $(seq 36); do
+  awk -v c="$(nproc)" '{ exit !($1 > 0.5 * c) }' /proc/loadavg || break
+  [ "$i" = 1 ] && echo "bench.sh: waiting for the load average ($(cut -d' ' -f1 /proc/loadavg)) to settle"
+  sleep 5
+done
 "$PY" scripts/bench_report.py machine "$WORK/machine.json" --bin "$HSIPIPE_BIN" --tmp "${TMPDIR:-/tmp}"
 T0=$(date +%s)
 step() {  # name script [args]: runs one benchmark, its output shown and kept in WORK/name.log
