@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -54,15 +55,20 @@ void patch_row_scalar(const float* src, std::size_t p, std::size_t B, std::size_
 /// AVX2 (p >= 8, B >= 8): 8 pixels x 8 bands per step, NaN masked to 0 and transposed in registers. The
 /// last block of each axis is shifted back to end at p (or B), overlapping the one before: the overlap
 /// is written twice with the same values, and no scalar tail is left.
-__attribute__((target("avx2"))) void patch_row_avx2(const float* src, std::size_t p, std::size_t B, std::size_t pp,
-                                                    float* out) {
+/// T: float (float32 cache) or std::uint16_t (float16 cache, widened by F16C in the same loads).
+template <class T>
+__attribute__((target("avx2,f16c"))) void patch_row_avx2(const T* src, std::size_t p, std::size_t B, std::size_t pp,
+                                                         float* out) {
   for (std::size_t jb = 0; jb < p; jb += 8) {
     const std::size_t j0 = std::min(jb, p - 8);
     for (std::size_t bb = 0; bb < B; bb += 8) {
       const std::size_t b0 = std::min(bb, B - 8);
       __m256 r[8];
       for (std::size_t k = 0; k < 8; ++k) {
-        const __m256 x = _mm256_loadu_ps(src + (j0 + k) * B + b0);
+        const T* q = src + (j0 + k) * B + b0;
+        __m256 x;
+        if constexpr (std::is_same_v<T, float>) x = _mm256_loadu_ps(q);
+        else x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
         r[k] = _mm256_and_ps(x, _mm256_cmp_ps(x, x, _CMP_ORD_Q));  // NaN -> +0
       }
       simd::transpose8(r);
@@ -73,15 +79,18 @@ __attribute__((target("avx2"))) void patch_row_avx2(const float* src, std::size_
 #endif
 
 void patch_row(const char* src, bool f16, std::size_t p, std::size_t B, std::size_t pp, float* out) {
+#if HSIPIPE_X86
+  if (p >= 8 && B >= 8 && simd::have_avx2()) {
+    if (f16) return patch_row_avx2(reinterpret_cast<const std::uint16_t*>(src), p, B, pp, out);
+    return patch_row_avx2(reinterpret_cast<const float*>(src), p, B, pp, out);
+  }
+#endif
   if (f16) {  // widen the whole run first (F16C where available): the transposes then move floats only
     thread_local std::vector<float> wide;
     wide.resize(p * B);
     halves_to_floats(reinterpret_cast<const std::uint16_t*>(src), wide.data(), p * B);
     src = reinterpret_cast<const char*>(wide.data());
   }
-#if HSIPIPE_X86
-  if (p >= 8 && B >= 8 && simd::have_avx2()) return patch_row_avx2(reinterpret_cast<const float*>(src), p, B, pp, out);
-#endif
   patch_row_scalar(reinterpret_cast<const float*>(src), p, B, pp, out);
 }
 
