@@ -187,12 +187,30 @@ void check_input(const std::string& model, const torch::Tensor& x, int bands, in
   }
 }
 
+/// The layers every model repeats, run and recorded (for the memory planner) in one call.
+class LayeredModel : public Model {
+ public:
+  using Model::Model;
+
+ protected:
+  torch::Tensor linear(const char* name, nn::Linear& fc, torch::Tensor h) {
+    h = fc->forward(h);
+    record(name, "linear", h, numel_of(*fc), true, false, 0, 4, 0, false);
+    return h;
+  }
+  torch::Tensor flatten(torch::Tensor h, std::int64_t features) {
+    h = h.reshape({-1, features});
+    record("flatten", "reshape", h, 0, false, false, 0, 4, 0, true);
+    return h;
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
 // Spectral models: take [N, B] or the centre pixel of [N, B, p, p].
 
-class SpectralModel : public Model {
+class SpectralModel : public LayeredModel {
  public:
-  SpectralModel(std::string name, int bands) : Model(std::move(name)), bands_(bands) {}
+  SpectralModel(std::string name, int bands) : LayeredModel(std::move(name)), bands_(bands) {}
 
  protected:
   torch::Tensor spectrum(const torch::Tensor& x) {
@@ -233,14 +251,11 @@ class Hu1d final : public SpectralModel {
     record("pool", "maxpool1d", h, 0, true, false, pool_ > 1 ? per_sample(h) * 2 : 0, 4, 0, false);
     h = torch::tanh(h);
     record("tanh1", "tanh", h, 0, false, true, 0, 4, 0, false);
-    h = h.view({-1, features_});
-    record("flatten", "reshape", h, 0, false, false, 0, 4, 0, true);
-    h = fc1_->forward(h);
-    record("fc1", "linear", h, numel_of(*fc1_), true, false, 0, 4, 0, false);
+    h = flatten(h, features_);
+    h = linear("fc1", fc1_, h);
     h = torch::tanh(h);
     record("tanh2", "tanh", h, 0, false, true, 0, 4, 0, false);
-    h = fc2_->forward(h);
-    record("fc2", "linear", h, numel_of(*fc2_), true, false, 0, 4, 0, false);
+    h = linear("fc2", fc2_, h);
     (void)in_pool;
     return h;
   }
@@ -268,14 +283,12 @@ class Mlp final : public SpectralModel {
     static const char* fc_names[] = {"fc1", "fc2", "fc3", "fc4"};
     static const char* relu_names[] = {"relu1", "relu2", "relu3"};
     for (auto* fc : {&fc1_, &fc2_, &fc3_}) {
-      h = (*fc)->forward(h);
-      record(fc_names[i], "linear", h, numel_of(**fc), true, false, 0, 4, 0, false);
+      h = linear(fc_names[i], *fc, h);
       h = torch::relu(h);
       record(relu_names[i], "relu", h, 0, false, true, 0, 4, 0, false);
       ++i;
     }
-    h = fc4_->forward(h);
-    record(fc_names[3], "linear", h, numel_of(*fc4_), true, false, 0, 4, 0, false);
+    h = linear(fc_names[3], fc4_, h);
     return h;
   }
 
@@ -286,9 +299,9 @@ class Mlp final : public SpectralModel {
 // ---------------------------------------------------------------------------------------------
 // Spatial models: [N, B, p, p] -> [N, 1, B, p, p] for the 3-D convolutions.
 
-class SpatialModel : public Model {
+class SpatialModel : public LayeredModel {
  public:
-  SpatialModel(std::string name, int bands, int patch) : Model(std::move(name)), bands_(bands), patch_(patch) {}
+  SpatialModel(std::string name, int bands, int patch) : LayeredModel(std::move(name)), bands_(bands), patch_(patch) {}
 
  protected:
   torch::Tensor volume(const torch::Tensor& x) {
@@ -331,10 +344,8 @@ class Li3d final : public SpatialModel {
     auto h = volume(x);
     h = conv3("conv1", "relu1", conv1_, h, true);
     h = conv3("conv2", "relu2", conv2_, h, true);
-    h = h.reshape({-1, features_});
-    record("flatten", "reshape", h, 0, false, false, 0, 4, 0, true);
-    h = fc_->forward(h);
-    record("fc", "linear", h, numel_of(*fc_), true, false, 0, 4, 0, false);
+    h = flatten(h, features_);
+    h = linear("fc", fc_, h);
     return h;
   }
 
@@ -370,10 +381,8 @@ class Hamida3d final : public SpatialModel {
     h = conv3("pool2", "", pool2_, h, false);
     h = conv3("conv3", "relu3", conv3_, h, true);
     h = conv3("conv4", "relu4", conv4_, h, true);
-    h = h.reshape({-1, features_});
-    record("flatten", "reshape", h, 0, false, false, 0, 4, 0, true);
-    h = fc_->forward(h);
-    record("fc", "linear", h, numel_of(*fc_), true, false, 0, 4, 0, false);
+    h = flatten(h, features_);
+    h = linear("fc", fc_, h);
     return h;
   }
 
@@ -419,22 +428,18 @@ class HybridSN final : public SpatialModel {
     record("conv4", "conv2d", h, numel_of(*conv4_), true, false, 0, 4, conv_columns(channels2d_, {3, 3}, h), false);
     h = torch::relu(h);
     record("relu4", "relu", h, 0, false, true, 0, 4, 0, false);
-    h = h.reshape({-1, features_});
-    record("flatten", "reshape", h, 0, false, false, 0, 4, 0, true);
-    h = fc1_->forward(h);
-    record("fc1", "linear", h, numel_of(*fc1_), true, false, 0, 4, 0, false);
+    h = flatten(h, features_);
+    h = linear("fc1", fc1_, h);
     h = torch::relu(h);
     record("relu5", "relu", h, 0, false, true, 0, 4, 0, false);
     h = drop1_->forward(h);
     record("drop1", "dropout", h, 0, false, false, per_sample(h), kDropoutMaskBytes, 0, false);
-    h = fc2_->forward(h);
-    record("fc2", "linear", h, numel_of(*fc2_), true, false, 0, 4, 0, false);
+    h = linear("fc2", fc2_, h);
     h = torch::relu(h);
     record("relu6", "relu", h, 0, false, true, 0, 4, 0, false);
     h = drop2_->forward(h);
     record("drop2", "dropout", h, 0, false, false, per_sample(h), kDropoutMaskBytes, 0, false);
-    h = fc3_->forward(h);
-    record("fc3", "linear", h, numel_of(*fc3_), true, false, 0, 4, 0, false);
+    h = linear("fc3", fc3_, h);
     return h;
   }
 
