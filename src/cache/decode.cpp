@@ -160,7 +160,7 @@ class Decoder {
   void open_inputs();
   void validity_pass();
   void build_table();
-  nlohmann::json describe_sources(bool hash) const;
+  nlohmann::json describe_sources() const;
   nlohmann::json decide(const nlohmann::json& params, const nlohmann::json& sources);
   void plan();
   void read_window(int s, std::size_t rr0, std::size_t rr1, RowWindow& w);
@@ -195,7 +195,9 @@ class Decoder {
   std::map<std::size_t, RowWindow> kept_windows_;
   /// Per scene: rows decoded during exchange_boundary_rows (received from the rank that decoded them, or
   /// decoded here for a neighbour and needed here too), kept bands; read_window copies them.
-  std::vector<std::map<std::size_t, std::vector<float>>> foreign_;
+  /// select_buf_: all source bands of a row block before band selection (reused, see read_kept_rows).
+  std::vector<std::map<std::size_t, std::vector<float>>> predecoded_;
+  BigFloats select_buf_;
   std::uint64_t kept_bytes_ = 0;
   /// Pixel layout, statistics over the samples, no PCA, and within --memory-mb: the statistics pass keeps
   /// just this rank's sample pixels (kept bands, in sample order) for the write pass, not whole row windows
@@ -355,15 +357,15 @@ void Decoder::build_table() {
   my_ = split_range(n, R_, rank_);
 }
 
-/// Sources as the manifest records them. Without `hash`, local files get "xxh3": "" (hash_sources fills it).
-nlohmann::json Decoder::describe_sources(bool hash) const {
+/// Sources as the manifest records them; local files get "xxh3": "" until hash_sources fills it in.
+nlohmann::json Decoder::describe_sources() const {
   nlohmann::json out = nlohmann::json::array();
   std::set<std::string> seen;
   auto add_local = [&](const std::string& f) {
     std::string abs = std::filesystem::absolute(f).lexically_normal().string();
     if (!seen.insert(abs).second) return;
     const auto st = fs::stat_file(abs);
-    out.push_back({{"path", abs}, {"size", st.size}, {"mtime_ns", st.mtime_ns}, {"xxh3", hash ? hex64(xxh3_file(abs)) : ""}});
+    out.push_back({{"path", abs}, {"size", st.size}, {"mtime_ns", st.mtime_ns}, {"xxh3", ""}});
   };
   auto add_scene = [&](const io::Scene& s) {
     if (auto id = s.source_identity()) {
@@ -381,7 +383,7 @@ nlohmann::json Decoder::describe_sources(bool hash) const {
   return out;
 }
 
-/// Fills the "xxh3" left empty by describe_sources(false).
+/// Fills in the "xxh3" of the local files describe_sources() lists (remote ones come with theirs).
 void hash_sources(nlohmann::json& sources) {
   for (auto& src : sources)
     if (!src.value("remote", false) && src.value("xxh3", "").empty())
@@ -465,11 +467,11 @@ void Decoder::read_kept_rows(int s, std::size_t r0, std::size_t r1, float* out) 
     t_.read += seconds_since(t0);
     return;
   }
-  std::vector<float> buf(npx * static_cast<std::size_t>(src_bands_));
-  st.scene->read_rows(r0, r1, buf.data());
+  select_buf_.resize(npx * static_cast<std::size_t>(src_bands_));
+  st.scene->read_rows(r0, r1, select_buf_.data());
   t_.read += seconds_since(t0);
   const auto t1 = Clock::now();
-  select_bands(buf.data(), npx, src_bands_, kept_, out);
+  select_bands(select_buf_.data(), npx, src_bands_, kept_, out);
   t_.compute += seconds_since(t1);
 }
 
@@ -485,7 +487,7 @@ void Decoder::read_window(int s, std::size_t rr0, std::size_t rr1, RowWindow& w)
   w.data.resize(w.nrows * row_floats);
   // Rows another rank decoded (received in exchange_boundary_rows) are copied; runs of the others are read.
   static const std::map<std::size_t, std::vector<float>> none;
-  const auto& foreign = foreign_.empty() ? none : foreign_[static_cast<std::size_t>(s)];
+  const auto& foreign = predecoded_.empty() ? none : predecoded_[static_cast<std::size_t>(s)];
   std::size_t r = rr0;
   while (r < rr1) {
     if (const auto it = foreign.find(r); it != foreign.end()) {
@@ -526,7 +528,7 @@ Range Decoder::need_rows(std::size_t s, int rank) const {
 /// them. Each block of block_rows() rows is decoded by one rank only, the lowest that needs it; it sends
 /// the rows of that block other ranks need. Decoded bytes are then exactly the scene's, for any R.
 void Decoder::exchange_boundary_rows() {
-  foreign_.assign(sc_.size(), {});
+  predecoded_.assign(sc_.size(), {});
   if (R_ == 1 || opts_.layout == Layout::cube) return;  // cube: rows already split at block multiples
   const std::size_t K = kept_.size();
   std::vector<std::vector<char>> send(static_cast<std::size_t>(R_));
@@ -544,25 +546,43 @@ void Decoder::exchange_boundary_rows() {
         }
         return -1;
       };
+      // The blocks other ranks need rows of, each read once (the rows any of them needs), then sliced.
+      std::map<std::size_t, Range> wanted;  // block -> rows wanted from it by other ranks
       for (int q = 0; q < R_; ++q) {
         const Range& n = need[static_cast<std::size_t>(q)];
         if (q == rank_ || n.begin >= n.end) continue;
         for (std::size_t j = n.begin / bh; j * bh < n.end; ++j) {
           if (owner(j) != rank_) continue;
           const std::size_t a = std::max(n.begin, j * bh), b = std::min(n.end, (j + 1) * bh);
-          std::vector<float> rows((b - a) * st.cols * K);
-          read_kept_rows(static_cast<int>(s), a, b, rows.data());
-          // rows this rank needs too are kept, so its own windows do not decode them again
-          const Range& me = need[static_cast<std::size_t>(rank_)];
-          for (std::size_t r = std::max(a, me.begin); r < std::min(b, me.end); ++r)
-            foreign_[s][r].assign(rows.begin() + static_cast<std::ptrdiff_t>((r - a) * st.cols * K),
-                                  rows.begin() + static_cast<std::ptrdiff_t>((r - a + 1) * st.cols * K));
+          auto [it, fresh] = wanted.try_emplace(j, Range{a, b});
+          if (!fresh) it->second = {std::min(it->second.begin, a), std::max(it->second.end, b)};
+        }
+      }
+      // ... together with the rows of those blocks this rank needs itself: one read per shared block
+      const Range& me = need[static_cast<std::size_t>(rank_)];
+      for (auto& [j, w] : wanted) {
+        const std::size_t a = std::max(me.begin, j * bh), b = std::min(me.end, (j + 1) * bh);
+        if (a < b) w = {std::min(w.begin, a), std::max(w.end, b)};
+      }
+      const std::size_t row_floats = st.cols * K;
+      std::vector<float> rows;
+      for (const auto& [j, w] : wanted) {
+        rows.resize(w.size() * row_floats);
+        read_kept_rows(static_cast<int>(s), w.begin, w.end, rows.data());
+        auto row_at = [&](std::size_t r) { return rows.begin() + static_cast<std::ptrdiff_t>((r - w.begin) * row_floats); };
+        // the rows this rank needs are kept, so its own windows do not decode the block again
+        for (std::size_t r = std::max(w.begin, me.begin); r < std::min(w.end, me.end); ++r)
+          predecoded_[s][r].assign(row_at(r), row_at(r + 1));
+        for (int q = 0; q < R_; ++q) {
+          const Range& n = need[static_cast<std::size_t>(q)];
+          const std::size_t a = std::max(n.begin, w.begin), b = std::min(n.end, w.end);
+          if (q == rank_ || a >= b) continue;
           const std::uint64_t head[3] = {s, a, b - a};
           auto& out = send[static_cast<std::size_t>(q)];
           const char* hp = reinterpret_cast<const char*>(head);
           out.insert(out.end(), hp, hp + sizeof head);
-          const char* dp = reinterpret_cast<const char*>(rows.data());
-          out.insert(out.end(), dp, dp + rows.size() * sizeof(float));
+          const char* dp = reinterpret_cast<const char*>(&*row_at(a));
+          out.insert(out.end(), dp, dp + (b - a) * row_floats * sizeof(float));
         }
       }
     }
@@ -577,7 +597,7 @@ void Decoder::exchange_boundary_rows() {
       const auto& st = sc_[head[0]];
       const std::size_t row_floats = st.cols * K;
       for (std::uint64_t i = 0; i < head[2]; ++i) {
-        auto& row = foreign_[head[0]][head[1] + i];
+        auto& row = predecoded_[head[0]][head[1] + i];
         row.resize(row_floats);
         std::memcpy(row.data(), buf.data() + off, row_floats * sizeof(float));
         off += row_floats * sizeof(float);
@@ -1123,12 +1143,12 @@ DecodeResult Decoder::run() {
     }
     // An existing cache is reused or refused by comparing source hashes: hash now. Otherwise nothing needs
     // the hashes before the manifest: a thread computes them while the ranks decode.
+    sources = describe_sources();
     if (std::filesystem::exists(out)) {
-      sources = describe_sources(true);
+      hash_sources(sources);
       decision = decide(params, sources);
       if (decision["action"] == "reuse") return;
     } else {
-      sources = describe_sources(false);
       decision = {{"action", "go"}};
       hashing = std::async(std::launch::async, [&sources] { hash_sources(sources); });
     }
