@@ -3,7 +3,7 @@
 //
 // Contract: the factories and every member are COLLECTIVE over `comm` (all ranks, same order, the
 // same `array` index); a rank with nothing to write passes n = 0. Errors on one rank are turned into
-// an exception on every rank (Comm::all_ok) wherever a rank-local step (open, pwrite) can fail,
+// an exception on every rank (dist::collective_step) wherever a rank-local step (open, pwrite) can fail,
 // except inside HDF5's own collective calls, where the MPI job aborts as a whole.
 #include <cstdint>
 #include <exception>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "dist/collective.hpp"
 #include "dist/mpi.hpp"
 
 namespace hsipipe::cache {
@@ -25,50 +26,10 @@ struct ArraySpec {
   std::uint64_t item_bytes() const;  ///< bytes of one index along the first axis
 };
 
-/// Another rank failed (its own message names the cause); thrown on the ranks that did not fail.
-class PeerError : public Error {
- public:
-  using Error::Error;
-};
-/// This rank failed in the same step as rank 0: the CLI prints rank 0's message only.
-class QuietError : public Error {
- public:
-  QuietError(const std::string& what, int code) : Error(what), code_(code) {}
-  int exit_code() const noexcept override { return code_; }
-
- private:
-  int code_;
-};
-
-/// Runs a rank-local step `f`; if it failed on any rank, every rank throws: the failing rank its own
-/// error (as QuietError on ranks other than 0 when rank 0 failed too), the others a PeerError naming
-/// the first failing rank. COLLECTIVE (one allgather of a flag).
-template <class F>
-void collective_step(const dist::Comm& comm, const std::string& what, F&& f) {
-  std::exception_ptr err;
-  try {
-    f();
-  } catch (...) {
-    err = std::current_exception();
-  }
-  const std::vector<std::int32_t> flags = comm.allgatherv(std::vector<std::int32_t>{err ? 0 : 1});
-  int first_bad = -1;
-  for (std::size_t r = 0; r < flags.size() && first_bad < 0; ++r)
-    if (!flags[r]) first_bad = static_cast<int>(r);
-  if (err) {
-    if (comm.rank() != 0 && !flags.empty() && flags[0] == 0) {
-      try {
-        std::rethrow_exception(err);
-      } catch (const Error& e) {
-        throw QuietError(e.what(), e.exit_code());
-      } catch (const std::exception& e) {
-        throw QuietError(e.what(), 1);
-      }
-    }
-    std::rethrow_exception(err);
-  }
-  if (first_bad >= 0) throw PeerError(what + " failed on rank " + std::to_string(first_bad) + " (see its message)");
-}
+// Rank-local failures in collective steps: see dist/collective.hpp.
+using dist::collective_step;
+using dist::PeerError;
+using dist::QuietError;
 
 class Sink {
  public:

@@ -6,6 +6,7 @@
 
 #include "cache/decode.hpp"
 #include "cache/sink.hpp"
+#include "cli/collective_errors.hpp"
 #include "cli/command.hpp"
 #include "core/error.hpp"
 #include "dist/mpi.hpp"
@@ -37,7 +38,7 @@ int run_decode(int argc, char** argv) {
       ("no-progress", po::bool_switch(), "no progress lines");
   dist::Environment env(&argc, &argv);
   dist::Comm comm;
-  try {
+  return run_reporting_errors("decode", comm, [&] {
     const Parsed p = parse(argc, argv, "decode", "[--config FILE] --scene PATH[:VAR] [--labels PATH[:VAR]] ... --out PATH", d);
     if (p.help) return 0;
     const auto& vm = p.vm;
@@ -116,19 +117,7 @@ int run_decode(int argc, char** argv) {
     o.progress = !vm["no-progress"].as<bool>();
     cache::decode(o, comm);
     return 0;
-  } catch (const cache::QuietError& e) {
-    return e.exit_code();  // rank 0 failed the same way and reports it
-  } catch (const cache::PeerError& e) {
-    if (comm.rank() != 0) return 1;
-    std::cerr << "hsipipe decode: error: " << e.what() << "\n" << std::flush;
-    return e.exit_code();
-  } catch (const Error& e) {
-    // Printed here, before MPI_Finalize (env's destructor), whose fence holds every rank until all have
-    // printed: mpiexec ends the job at the first non-zero exit and would cut off rank 0's message.
-    if (comm.rank() != 0) std::cerr << "hsipipe decode: rank " << comm.rank() << ": error: " << e.what() << "\n";
-    else std::cerr << "hsipipe decode: error: " << e.what() << "\n" << std::flush;
-    return e.exit_code();
-  }
+  });
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 //   75 stopped by SIGTERM/SIGUSR1 after writing a checkpoint (requeue, then --resume).
 #include <iostream>
 
-#include "cache/sink.hpp"
+#include "cli/collective_errors.hpp"
 #include "cli/command.hpp"
 #include "core/error.hpp"
 #include "dist/mpi.hpp"
@@ -74,17 +74,7 @@ int run_train(int argc, char** argv) {
 
   dist::Environment env(&argc, &argv);
   const dist::Comm world(MPI_COMM_WORLD);
-  // Errors are printed here, before MPI_Finalize (env's destructor), whose fence holds every rank until all
-  // have printed: mpiexec ends the job at the first non-zero exit and would cut off a slower rank's message.
-  try {
-    return train::train(o, world, std::cout);
-  } catch (const cache::QuietError& e) {
-    return e.exit_code();  // another rank failed and says why
-  } catch (const Error& e) {
-    std::cerr << "hsipipe train: " << (world.size() > 1 ? "rank " + std::to_string(world.rank()) + ": " : "")
-              << "error: " << e.what() << "\n" << std::flush;
-    return e.exit_code();
-  }
+  return run_reporting_errors("train", world, [&] { return train::train(o, world, std::cout); });
 }
 
 }  // namespace

@@ -1,11 +1,6 @@
 #include "core/half.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define HSIPIPE_X86 1
-#else
-#define HSIPIPE_X86 0
-#endif
+#include "core/simd.hpp"
 
 namespace hsipipe {
 
@@ -44,27 +39,20 @@ __attribute__((target("avx,f16c"))) void halves_to_floats_f16c(const std::uint16
   for (; i < n; ++i) out[i] = half_to_float(in[i]);
 }
 
-bool have_f16c() noexcept {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  }();
-  return yes;
-}
 #endif
 
 }  // namespace
 
 void floats_to_halves(const float* in, std::uint16_t* out, std::size_t n) noexcept {
 #if HSIPIPE_X86
-  if (have_f16c()) return floats_to_halves_f16c(in, out, n);
+  if (simd::have_f16c()) return floats_to_halves_f16c(in, out, n);
 #endif
   floats_to_halves_scalar(in, out, n);
 }
 
 void halves_to_floats(const std::uint16_t* in, float* out, std::size_t n) noexcept {
 #if HSIPIPE_X86
-  if (have_f16c()) return halves_to_floats_f16c(in, out, n);
+  if (simd::have_f16c()) return halves_to_floats_f16c(in, out, n);
 #endif
   halves_to_floats_scalar(in, out, n);
 }

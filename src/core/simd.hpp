@@ -1,5 +1,6 @@
 #pragma once
-// core/simd: small AVX2 building blocks shared by the hot kernels (ENVI de-interleave, patch cutting).
+// core/simd: CPU checks and small AVX2 building blocks shared by the hot kernels (float16 conversion, ENVI
+// de-interleave, patch cutting).
 // Functions here carry target("avx2") so that the build stays portable (no -mavx2): callers are themselves
 // avx2-targeted functions chosen at run time with have_avx2().
 #if defined(__x86_64__) || defined(__i386__)
@@ -12,6 +13,15 @@
 namespace hsipipe::simd {
 
 #if HSIPIPE_X86
+/// True when this CPU runs AVX and F16C code (the float16 conversions; checked once).
+inline bool have_f16c() noexcept {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  }();
+  return yes;
+}
+
 /// True when this CPU runs AVX2 and F16C code (checked once).
 inline bool have_avx2() noexcept {
   static const bool yes = [] {
@@ -41,6 +51,7 @@ __attribute__((target("avx2"), always_inline)) inline void transpose8(__m256 r[8
   r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 #else
+inline bool have_f16c() noexcept { return false; }
 inline bool have_avx2() noexcept { return false; }
 #endif
 

@@ -18,11 +18,11 @@
 
 #include "cache/cache.hpp"
 #include "cache/npy.hpp"
-#include "cache/sink.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/hash.hpp"
 #include "core/range.hpp"
+#include "dist/collective.hpp"
 #include "dist/comm.hpp"
 #include "folds/folds.hpp"
 #include "folds/rng.hpp"
@@ -68,33 +68,8 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 
 std::string fold_dir(const std::string& out, int f) { return out + "/fold-" + std::to_string(f); }
 
-/// Runs `fn` on every rank; if it throws on any rank, every rank throws (the failing ranks their own
-/// error, the others an Error saying which ranks failed), so no rank is left waiting in a collective.
-template <class Fn>
-void collective_guard(const dist::Comm& world, const char* what, Fn&& fn) {
-  std::exception_ptr err;
-  try {
-    fn();
-  } catch (...) {
-    err = std::current_exception();
-  }
-  // Every rank learns the failing rank's exit code, so that whichever rank exits first, mpiexec reports it.
-  int code = 0;
-  if (err) {
-    try {
-      std::rethrow_exception(err);
-    } catch (const Error& e) {
-      code = e.exit_code();
-    } catch (...) {
-      code = 1;
-    }
-  }
-  code = world.allreduce_max(code);
-  if (code != 0) {
-    if (err) std::rethrow_exception(err);
-    throw cache::QuietError(std::string(what) + ": failed on another rank (see its message)", code);
-  }
-}
+// Rank-local steps whose failure must reach every rank (no rank left waiting in a collective).
+using dist::collective_step;
 
 struct Timing {
   double data = 0, compute = 0, comm = 0, eval = 0, checkpoint = 0;
@@ -154,7 +129,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
   int patch = 1, bands = 0;
   ClassIndex classes;
   dist::Backend backend = dist::Backend::mpi;
-  collective_guard(world, "train set-up", [&] {
+  collective_step(world, "train set-up", [&] {
     if (opt.epochs < 1) throw ConfigError("--epochs must be at least 1");
     if (opt.batch < 1) throw ConfigError("--batch must be at least 1");
     if (!(opt.lr > 0)) throw ConfigError("--lr must be positive");
@@ -244,7 +219,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
   const Range range = split_range(N, R, rank);
   std::optional<cache::Shard> shard;
   const double t_load0 = now_s();
-  collective_guard(world, "loading the shard", [&] { shard.emplace(cache::Shard::load(*cache, range, patch)); });
+  collective_step(world, "loading the shard", [&] { shard.emplace(cache::Shard::load(*cache, range, patch)); });
   const double t_load = now_s() - t_load0;
   const std::vector<std::uint64_t> bytes_per_rank = world.allgatherv(std::vector<std::uint64_t>{shard->bytes_read()});
   std::vector<std::int64_t> class_of(range.size(), -1);
@@ -296,7 +271,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
     // ---------------------------------------------------------- resume decision (same on all ranks)
     bool skip = false;
     std::optional<CheckpointState> resume_state;
-    collective_guard(world, "resume", [&] {
+    collective_step(world, "resume", [&] {
       if (!opt.resume) return;
       const bool have_ckpt = std::filesystem::exists(ckpt_path);
       const bool have_metrics = std::filesystem::exists(fdir + "/metrics.json");
@@ -366,7 +341,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
     if (resume_state) {
       std::vector<torch::Tensor> rng;
       CheckpointState st;
-      collective_guard(world, "loading the checkpoint", [&] { st = load_checkpoint(ckpt_path, *model, *optim, rng); });
+      collective_step(world, "loading the checkpoint", [&] { st = load_checkpoint(ckpt_path, *model, *optim, rng); });
       model->to(device);
       start_epoch = st.epoch;
       start_step = st.step;
@@ -399,7 +374,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
       const torch::Tensor mine = cpu_rng_state().contiguous();
       std::vector<std::uint8_t> bytes(mine.data_ptr<std::uint8_t>(), mine.data_ptr<std::uint8_t>() + mine.numel());
       const auto all = world.allgatherv(bytes);
-      collective_guard(world, "writing the checkpoint", [&] {
+      collective_step(world, "writing the checkpoint", [&] {
         if (!root) return;
         std::vector<torch::Tensor> states;
         const std::size_t each = bytes.size();
@@ -629,7 +604,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
     if (start_epoch >= opt.epochs) last_val = validate();  // resumed after the last epoch
 
     // ---------------------------------------------------------- results (rank 0)
-    collective_guard(world, "writing fold results", [&] {
+    collective_step(world, "writing fold results", [&] {
       if (!root) return;
       FoldResult fr;
       fr.fold = f;
@@ -658,7 +633,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
   // `hsipipe report`), so `--fold all` and `--fold I` tasks + report give identical summaries and rerunning
   // report over a --fold all run changes nothing. The I/O figures of this job (one shard load for all its
   // folds) go to RUN_DIR/io.json beside them; each fold's metrics.json also keeps them under train.io.
-  collective_guard(world, "writing the summary", [&] {
+  collective_step(world, "writing the summary", [&] {
     if (!root) return;
     if (opt.fold != "all") {
       log << "fold " << opt.fold << " done; when every fold is, `hsipipe report " << opt.out << "` writes the summary\n";

@@ -1,0 +1,71 @@
+#pragma once
+// dist/collective: turning an error on some ranks into an error on every rank, instead of a deadlock in
+// the next collective call. Used by phase one (decode) and phase two (train), and by the commands that
+// print those errors.
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "dist/mpi.hpp"
+
+namespace hsipipe::dist {
+
+/// Another rank failed (its own message names the cause); thrown on the ranks that did not fail. Its exit
+/// code is the failing rank's, so whichever rank exits first, mpiexec reports the same status.
+class PeerError : public Error {
+ public:
+  PeerError(const std::string& what, int code) : Error(what), code_(code) {}
+  int exit_code() const noexcept override { return code_; }
+
+ private:
+  int code_;
+};
+
+/// This rank failed in the same step as rank 0: the CLI prints rank 0's message only.
+class QuietError : public Error {
+ public:
+  QuietError(const std::string& what, int code) : Error(what), code_(code) {}
+  int exit_code() const noexcept override { return code_; }
+
+ private:
+  int code_;
+};
+
+/// Runs a rank-local step `f`; if it failed on any rank, every rank throws: the failing rank its own
+/// error (as QuietError on ranks other than 0 when rank 0 failed too), the others a PeerError naming
+/// the first failing rank and carrying its exit code. COLLECTIVE (one allgather of an exit code).
+template <class F>
+void collective_step(const Comm& comm, const std::string& what, F&& f) {
+  std::exception_ptr err;
+  std::int32_t code = 0;
+  try {
+    f();
+  } catch (const Error& e) {
+    err = std::current_exception();
+    code = e.exit_code() != 0 ? e.exit_code() : 1;
+  } catch (...) {
+    err = std::current_exception();
+    code = 1;
+  }
+  const std::vector<std::int32_t> codes = comm.allgatherv(std::vector<std::int32_t>{code});
+  int first_bad = -1;
+  for (std::size_t r = 0; r < codes.size() && first_bad < 0; ++r)
+    if (codes[r] != 0) first_bad = static_cast<int>(r);
+  if (err) {
+    if (comm.rank() != 0 && !codes.empty() && codes[0] != 0) {
+      try {
+        std::rethrow_exception(err);
+      } catch (const std::exception& e) {
+        throw QuietError(e.what(), code);
+      }
+    }
+    std::rethrow_exception(err);
+  }
+  if (first_bad >= 0)
+    throw PeerError(what + " failed on rank " + std::to_string(first_bad) + " (see its message)",
+                    codes[static_cast<std::size_t>(first_bad)]);
+}
+
+}  // namespace hsipipe::dist
