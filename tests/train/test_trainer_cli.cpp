@@ -102,6 +102,24 @@ int interrupt_after_epochs(const std::string& cmd, const std::string& run_dir, c
   return status;
 }
 
+/// A run interrupted and resumed at run_dir ended like the uninterrupted one at ref_dir (fold 0, hamida3d on
+/// 8 bands, 3 x 3 patches, 3 classes): the same weights bit for bit, trained away from the initial ones, the
+/// same metrics, and `epochs` epoch records.
+void check_resumed_like_reference(const std::string& ref_dir, const std::string& run_dir, int epochs) {
+  const auto a = checkpoint_params(ref_dir + "/fold-0/checkpoint.pt", "hamida3d", 8, 3, 3);
+  const auto b = checkpoint_params(run_dir + "/fold-0/checkpoint.pt", "hamida3d", 8, 3, 3);
+  const auto fresh = train::make_model("hamida3d", 8, 3, 3, 1)->parameters();
+  REQUIRE(a.size() == b.size());
+  bool trained = false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(torch::equal(a[i], b[i]));
+    trained |= !torch::equal(a[i], fresh[i]);
+  }
+  CHECK(trained);
+  CHECK(read_json(ref_dir + "/fold-0/metrics.json")["metrics"] == read_json(run_dir + "/fold-0/metrics.json")["metrics"]);
+  CHECK(count_lines(run_dir + "/fold-0/epochs.jsonl") == epochs);
+}
+
 }  // namespace
 
 TEST_CASE("train --fold all on 2 ranks reads one shard per rank; --fold I tasks + report give the same summary",
@@ -205,19 +223,8 @@ TEST_CASE("SIGTERM writes a checkpoint and exits 75; --resume ends with the weig
   INFO(res.output);
   REQUIRE(res.status == 0);
   CHECK(res.output.find("resumed from checkpoint") != std::string::npos);
-  const auto a = checkpoint_params(tmp.str("ref/fold-0/checkpoint.pt"), "hamida3d", 8, 3, 3);
-  const auto b = checkpoint_params(run_dir + "/fold-0/checkpoint.pt", "hamida3d", 8, 3, 3);
-  const auto fresh = train::make_model("hamida3d", 8, 3, 3, 1)->parameters();
-  REQUIRE(a.size() == b.size());
-  bool trained = false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    CHECK(torch::equal(a[i], b[i]));
-    trained |= !torch::equal(a[i], fresh[i]);
-  }
-  CHECK(trained);
-  CHECK(read_json(tmp.str("ref/fold-0/metrics.json"))["metrics"] == read_json(run_dir + "/fold-0/metrics.json")["metrics"]);
   // the epoch records continue where they stopped: 12 in all
-  CHECK(count_lines(run_dir + "/fold-0/epochs.jsonl") == 12);
+  check_resumed_like_reference(tmp.str("ref"), run_dir, 12);
 }
 
 TEST_CASE("under mpiexec -n 2: SIGUSR1 to mpiexec checkpoints every rank and exits 75, --resume ends with the "
@@ -260,18 +267,7 @@ TEST_CASE("under mpiexec -n 2: SIGUSR1 to mpiexec checkpoints every rank and exi
     INFO(res.output);
     REQUIRE(res.status == 0);
     CHECK(res.output.find("resumed from checkpoint") != std::string::npos);
-    const auto a = checkpoint_params(tmp.str("ref/fold-0/checkpoint.pt"), "hamida3d", 8, 3, 3);
-    const auto b = checkpoint_params(run_dir + "/fold-0/checkpoint.pt", "hamida3d", 8, 3, 3);
-    const auto fresh = train::make_model("hamida3d", 8, 3, 3, 1)->parameters();
-    REQUIRE(a.size() == b.size());
-    bool trained = false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      CHECK(torch::equal(a[i], b[i]));
-      trained |= !torch::equal(a[i], fresh[i]);
-    }
-    CHECK(trained);
-    CHECK(read_json(tmp.str("ref/fold-0/metrics.json"))["metrics"] == read_json(run_dir + "/fold-0/metrics.json")["metrics"]);
-    CHECK(count_lines(run_dir + "/fold-0/epochs.jsonl") == epochs);
+    check_resumed_like_reference(tmp.str("ref"), run_dir, epochs);
   }
 
   SECTION("SIGTERM") {
