@@ -12,25 +12,27 @@
 
 namespace hsipipe::dist {
 
-/// Another rank failed (its own message names the cause); thrown on the ranks that did not fail. Its exit
-/// code is the failing rank's, so whichever rank exits first, mpiexec reports the same status.
-class PeerError : public Error {
+/// An error raised on behalf of a failing rank: it exits with that rank's code.
+class RankError : public Error {
  public:
-  PeerError(const std::string& what, int code) : Error(what), code_(code) {}
+  RankError(const std::string& what, int code) : Error(what), code_(code) {}
   int exit_code() const noexcept override { return code_; }
 
  private:
   int code_;
 };
 
-/// This rank failed in the same step as rank 0: the CLI prints rank 0's message only.
-class QuietError : public Error {
+/// Another rank failed (its own message names the cause); thrown on the ranks that did not fail, with the
+/// failing rank's exit code, so whichever rank exits first, mpiexec reports the same status.
+class PeerError : public RankError {
  public:
-  QuietError(const std::string& what, int code) : Error(what), code_(code) {}
-  int exit_code() const noexcept override { return code_; }
+  using RankError::RankError;
+};
 
- private:
-  int code_;
+/// This rank failed in the same step as rank 0: the CLI prints rank 0's message only.
+class QuietError : public RankError {
+ public:
+  using RankError::RankError;
 };
 
 /// Runs a rank-local step `f`; if it failed on any rank, every rank throws: the failing rank its own
