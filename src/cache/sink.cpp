@@ -1,6 +1,7 @@
 #include "cache/sink.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,22 +69,47 @@ class NpySink final : public Sink {
     collective_step(comm, "opening the .npy files", [&] {
       for (const auto& a : arrays_) {
         const std::string p = path(a);
-        FdOwner fd(::open(p.c_str(), O_WRONLY | O_CLOEXEC));
+        FdOwner fd(::open(p.c_str(), O_RDWR | O_CLOEXEC));
         if (fd.get() < 0) throw IoError(p, "open", errno);
         offsets_.push_back(npy_header_bytes(a.dtype, a.shape).size());
+        // Ranks build their items in the file's pages (place()): a pwrite would copy them once more and,
+        // worse, hold the file's inode lock while copying, so the ranks' writes to one file would queue.
+        // Without a mapping (a file system that refuses it) write() copies as before.
+        const std::uint64_t total = offsets_.back() + a.shape.at(0) * a.item_bytes();
+        void* m = total > 0 ? ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0) : MAP_FAILED;
+        maps_.emplace_back(m == MAP_FAILED ? nullptr : static_cast<char*>(m), total);
         fds_.push_back(std::move(fd));
       }
     });
   }
 
+  ~NpySink() override { unmap(); }
+
+  void* place(int array, std::uint64_t first, std::uint64_t n) override {
+    const auto i = static_cast<std::size_t>(array);
+    const auto& a = arrays_.at(i);
+    if (!maps_[i].first || n == 0) return nullptr;
+    if (first + n > a.shape[0]) throw Error(path(a) + ": write past the end of the array (internal error)");
+    char* p = maps_[i].first + offsets_[i] + first * a.item_bytes();
+    // Fault the range's pages in writable now, in one call, so that a full disk is an error here and not
+    // a SIGBUS in the middle of a store. Kernels before 5.14 lack it (EINVAL): the stores fault them in.
+    static const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto b = reinterpret_cast<std::uintptr_t>(p) & ~(page - 1);
+    const auto e = reinterpret_cast<std::uintptr_t>(p) + n * a.item_bytes();
+    if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_WRITE) != 0 && errno != EINVAL)
+      throw IoError(path(a), "mapping items " + std::to_string(first) + ".." + std::to_string(first + n) + " for writing", errno);
+    return p;
+  }
+
   void write(int array, std::uint64_t first, std::uint64_t n, const void* data) override {
     if (n == 0) return;
-    const auto& a = arrays_.at(static_cast<std::size_t>(array));
+    const auto i = static_cast<std::size_t>(array);
+    const auto& a = arrays_.at(i);
     const std::uint64_t ib = a.item_bytes();
     if (first + n > a.shape[0]) throw Error(path(a) + ": write past the end of the array (internal error)");
-    const int fd = fds_[static_cast<std::size_t>(array)].get();
-    const std::uint64_t off = offsets_[static_cast<std::size_t>(array)] + first * ib;
-    pwrite_all(fd, static_cast<const char*>(data), n * ib, off, path(a));
+    const int fd = fds_[i].get();
+    const std::uint64_t off = offsets_[i] + first * ib;
+    if (!maps_[i].first || data != maps_[i].first + off) pwrite_all(fd, static_cast<const char*>(data), n * ib, off, path(a));
     // Start writing this range back to disk now, beside the decode, so that finish()'s fsync has little
     // left to wait for. Advisory: a file system without it (EINVAL, ESPIPE, ENOSYS) just skips it.
     (void)::sync_file_range(fd, static_cast<off_t>(off), static_cast<off_t>(n * ib), SYNC_FILE_RANGE_WRITE);
@@ -102,6 +128,7 @@ class NpySink final : public Sink {
   void finish(const std::string&) override {
     // After the barrier every rank's writes are done. One fsync per file, on rank 0, makes all of them
     // durable: fsync covers the file's pages whoever wrote them.
+    unmap();  // the pages stay dirty in the page cache, where fsync finds them
     comm_.barrier();
     collective_step(comm_, "flushing the .npy files", [&] {
       for (std::size_t i = 0; i < fds_.size(); ++i) {
@@ -118,8 +145,13 @@ class NpySink final : public Sink {
   std::string dir_;
   std::vector<ArraySpec> arrays_;
   const dist::Comm& comm_;
+  void unmap() noexcept {
+    for (auto& [p, n] : maps_)
+      if (p) ::munmap(p, n), p = nullptr;
+  }
   std::vector<FdOwner> fds_;
   std::vector<std::uint64_t> offsets_;
+  std::vector<std::pair<char*, std::uint64_t>> maps_;  ///< whole-file shared mappings (nullptr: none)
 };
 
 // ------------------------------------------------------------------------------------------------

@@ -35,7 +35,12 @@ class Sink {
  public:
   virtual ~Sink() = default;
   /// COLLECTIVE. Writes items [first, first + n) of arrays[array] from `data` (n * item_bytes()).
+  /// `data` may be the memory place() returned for that range: nothing is copied then.
   virtual void write(int array, std::uint64_t first, std::uint64_t n, const void* data) = 0;
+  /// Rank-local. Memory in which this rank may build items [first, first + n) of arrays[array] in place
+  /// (the file's own pages), or nullptr when this sink copies from write()'s buffer. The range must then
+  /// be passed to write() as usual. Throws IoError when the pages cannot be had (e.g. a full disk).
+  virtual void* place(int /*array*/, std::uint64_t /*first*/, std::uint64_t /*n*/) { return nullptr; }
   /// COLLECTIVE. A whole small array; `data` is read on rank 0 only.
   virtual void write_small(const ArraySpec& spec, const void* data) = 0;
   /// COLLECTIVE. Flushes (fsync) and closes; h5 also stores `manifest` as the root attribute.
