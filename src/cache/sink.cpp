@@ -170,12 +170,18 @@ class H5Sink final : public Sink {
     dxpl_ = h5::Id(HSIPIPE_H5(H5Pcreate(H5P_DATASET_XFER), path_));
     HSIPIPE_H5(H5Pset_dxpl_mpio(dxpl_, H5FD_MPIO_COLLECTIVE), path_);
     for (const auto& a : arrays_) datasets_.push_back(create(a, true));
+    // Our own descriptor on the file, only to start writeback beside the decode (see write()).
+    writeback_ = FdOwner(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
   }
 
   void write(int array, std::uint64_t first, std::uint64_t n, const void* data) override {
     const auto& a = arrays_.at(static_cast<std::size_t>(array));
     write_range(datasets_[static_cast<std::size_t>(array)], a, first, n, data);
     bytes_written_ += n * a.item_bytes();
+    // As the npy sink does: start writing the dirty pages back now, so that the flush in finish() has
+    // little left to wait for (on a virtual disk it waited ~0.1 s per 300 MB). Whole file: HDF5 places the
+    // chunks. Advisory and non-blocking for pages already under writeback; skipped where unsupported.
+    if (n > 0 && writeback_.get() >= 0) (void)::sync_file_range(writeback_.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
   }
 
   void write_small(const ArraySpec& spec, const void* data) override {
@@ -197,6 +203,7 @@ class H5Sink final : public Sink {
     datasets_.clear();
     HSIPIPE_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), path_);
     file_.close(path_);
+    writeback_ = FdOwner();
   }
 
  private:
@@ -243,6 +250,7 @@ class H5Sink final : public Sink {
   const dist::Comm& comm_;
   h5::Id file_, dxpl_;
   std::vector<h5::Id> datasets_;
+  FdOwner writeback_;
 };
 
 }  // namespace
