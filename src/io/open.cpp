@@ -2,10 +2,9 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "io/gdal_api.hpp"
 #include "io/readers.hpp"
-#ifdef HSIPIPE_WITH_GDAL
-#include "io/gdal_remote.hpp"
-#endif
+#include "io/remote_path.hpp"
 
 namespace hsipipe::io {
 
@@ -23,10 +22,9 @@ bool is_remote(const std::string& p) {
 
 std::unique_ptr<Scene> open_scene(const SceneSpec& spec) {
   if (spec.path.empty()) throw ConfigError("scene path is empty");
-#ifdef HSIPIPE_WITH_GDAL
   // http(s)://, s3:// and GDAL's network paths: range reads through GDAL, with request statistics.
-  if (is_remote_path(spec.path)) return open_remote(spec);
-#endif
+  // GDAL (libhsipipe_gdal.so) is loaded only for the scenes that need it.
+  if (is_remote_path(spec.path)) return gdal_api().open_remote(spec);
   if (!is_remote(spec.path) && !std::filesystem::exists(spec.path)) {
     throw IoError(spec.path, "no such file");
   }
@@ -35,7 +33,7 @@ std::unique_ptr<Scene> open_scene(const SceneSpec& spec) {
   if (ext == ".h5" || ext == ".hdf5" || ext == ".he5") return open_hdf5(spec);
   if (!is_remote(spec.path) && looks_like_envi(spec.path)) return open_envi(spec);
 #ifdef HSIPIPE_WITH_GDAL
-  return open_gdal(spec);
+  return gdal_api().open_gdal(spec);
 #else
   throw FormatError(spec.path, "format",
                     "not ENVI, MATLAB or HDF5, and this hsipipe was built without GDAL (HSIPIPE_WITH_GDAL=OFF)");
