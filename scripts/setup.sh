@@ -11,7 +11,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
   libtorch-dev libboost-program-options-dev catch2
   libmatio-dev libgdal-dev gdal-bin libxxhash-dev nlohmann-json3-dev libeigen3-dev libssl-dev libpng-dev
-  python3 python3-numpy python3-scipy python3-h5py python3-spectral python3-torch python3-gdal python3-matplotlib
+  python3 python3-numpy python3-scipy python3-h5py python3-spectral python3-torch python3-gdal python3-matplotlib python3-xxhash
   slurm-wlm munge
   nginx-light  # tests/remote: HTTP range server on 127.0.0.1 (the S3 server s3rver comes from npm)
 )

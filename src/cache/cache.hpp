@@ -8,6 +8,9 @@
 //                        Also: params (every preprocessing parameter, compared for reuse), statistics
 //                        {over, count, mean, std, min, max, shift, scale}, pca, shape, libraries,
 //                        hsipipe_version, hsipipe_commit, created, host, ranks, bytes.
+//                        sources [{path, size, mtime_ns, xxh3}]: xxh3 of a local file is the chunked
+//                        XXH3-64 of core/hash.hpp (16 MiB chunks, hashed by all ranks at once), named in
+//                        source_hash_method; format 1 used one XXH3-64 of the whole file.
 //   backend "npy":       samples.npy   layout pixel: [N, B]; patch: [N, B, p, p]
 //                        cube_<s>.npy  layout cube: one [H_s, W_s, B] per scene s (no samples.npy)
 //                        labels.npy    int32 [N]           (-1 for unlabeled prediction samples)
@@ -46,7 +49,7 @@
 
 namespace hsipipe::cache {
 
-inline constexpr int kFormatVersion = 1;
+inline constexpr int kFormatVersion = 2;  // 2: chunked source hashes
 
 enum class Layout { pixel, patch, cube };
 std::string layout_name(Layout l);

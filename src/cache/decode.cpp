@@ -380,12 +380,70 @@ nlohmann::json Decoder::describe_sources() const {
   return out;
 }
 
-/// Fills in the "xxh3" of the local files describe_sources() lists (remote ones come with theirs).
+bool needs_hash(const nlohmann::json& src) { return !src.value("remote", false) && src.value("xxh3", "").empty(); }
+
+/// Fills in the "xxh3" of the local files describe_sources() lists (remote ones come with theirs), on
+/// this thread (rank 0, to compare with an existing cache).
 void hash_sources(nlohmann::json& sources) {
   for (auto& src : sources)
-    if (!src.value("remote", false) && src.value("xxh3", "").empty())
-      src["xxh3"] = hex64(xxh3_file(src.at("path").get<std::string>()));
+    if (needs_hash(src)) src["xxh3"] = hex64(xxh3_chunked_file(src.at("path").get<std::string>()));
 }
+
+/// The same, by every rank at once, beside the decode: the chunks of the files to hash (core/hash.hpp)
+/// are numbered across the files in manifest order and split into contiguous ranges like samples; each
+/// rank hashes its range on a thread, and rank 0 combines them. The hashes do not depend on R.
+class SourceHasher {
+ public:
+  /// `sources`: describe_sources() on every rank (paths and sizes). Starts this rank's thread.
+  SourceHasher(const nlohmann::json& sources, int R, int rank) {
+    for (const auto& src : sources) {
+      const bool todo = needs_hash(src);
+      files_.push_back({todo ? src.at("path").get<std::string>() : std::string(), src.value("size", std::uint64_t{0}),
+                        todo ? hash_chunk_count(src.value("size", std::uint64_t{0})) : 0});
+    }
+    std::uint64_t total = 0;
+    for (const auto& f : files_) total += f.chunks;
+    const Range mine = split_range(total, R, rank);
+    if (mine.size() > 0)
+      job_ = std::async(std::launch::async, [this, mine] {
+        std::uint64_t first = 0;  // global number of the file's first chunk
+        for (const auto& f : files_) {
+          const std::uint64_t c0 = std::max(mine.begin, first), c1 = std::min(mine.end, first + f.chunks);
+          if (c0 < c1) {
+            const auto h = xxh3_file_chunks(f.path, f.size, c0 - first, c1 - first);
+            mine_.insert(mine_.end(), h.begin(), h.end());
+          }
+          first += f.chunks;
+        }
+      });
+  }
+  /// COLLECTIVE. Joins the thread (a failure on any rank fails every rank), gathers the chunk hashes and,
+  /// on rank 0, sets the "xxh3" of every file it hashed in `sources`.
+  void finish(const dist::Comm& comm, nlohmann::json& sources) {
+    collective_step(comm, "hashing the sources", [&] {
+      if (job_.valid()) job_.get();
+    });
+    const auto all = comm.allgatherv(mine_);  // rank order = chunk order
+    if (comm.rank() != 0) return;
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < files_.size(); ++i) {
+      if (!files_[i].chunks) continue;
+      const std::vector<std::uint64_t> h(all.begin() + static_cast<std::ptrdiff_t>(at),
+                                         all.begin() + static_cast<std::ptrdiff_t>(at + files_[i].chunks));
+      sources[i]["xxh3"] = hex64(combine_chunk_hashes(h));
+      at += files_[i].chunks;
+    }
+  }
+
+ private:
+  struct File {
+    std::string path;
+    std::uint64_t size = 0, chunks = 0;
+  };
+  std::vector<File> files_;
+  std::vector<std::uint64_t> mine_;
+  std::future<void> job_;  // its destructor waits for the thread
+};
 
 // ------------------------------------------------------------------------------------------------
 void Decoder::plan() {
@@ -910,6 +968,8 @@ std::string Decoder::build_manifest(const nlohmann::json& params, const nlohmann
   m["border"] = border_name(opts_.border);
   m["data_checksum"] = checksum;
   m["checksum_method"] = "xxh3-64 of per-item xxh3-64 values, then of labels and coords (cache.hpp)";
+  m["source_hash_method"] = "local files: xxh3-64 of the little-endian xxh3-64 values of their 16 MiB chunks "
+                            "(core/hash.hpp); remote objects: xxh3-64 of the first hashed_bytes (docs/REMOTE.md)";
   m["sources"] = sources;
   m["params"] = params;
   json scenes = json::array();
@@ -1152,14 +1212,6 @@ DecodeResult Decoder::run() {
   // ---- rank 0: lock, sources, reuse/refusal, temporary directory
   std::unique_ptr<LockFile> lock;
   nlohmann::json decision, sources;
-  std::future<void> hashing;  // rank 0: source hashes computed beside the decode (see below)
-  // Whatever happens below, the hashing thread is joined before `sources` goes out of scope.
-  struct JoinAtExit {
-    std::future<void>& f;
-    ~JoinAtExit() {
-      if (f.valid()) f.wait();
-    }
-  } join_hashing{hashing};
   std::string tmp;
   const std::uint64_t OB = static_cast<std::uint64_t>(opts_.pca > 0 ? opts_.pca : static_cast<int>(kept_.size()));
   collective_step(comm_, "preparing the output", [&] {
@@ -1178,15 +1230,14 @@ DecodeResult Decoder::run() {
       }
     }
     // An existing cache is reused or refused by comparing source hashes: hash now. Otherwise nothing needs
-    // the hashes before the manifest: a thread computes them while the ranks decode.
+    // the hashes before the manifest: the ranks compute them while they decode (SourceHasher).
     sources = describe_sources();
     if (std::filesystem::exists(out)) {
       hash_sources(sources);
       decision = decide(params, sources);
       if (decision["action"] == "reuse") return;
     } else {
-      decision = {{"action", "go"}};
-      hashing = std::async(std::launch::async, [&sources] { hash_sources(sources); });
+      decision = {{"action", "go"}};  // hashed beside the decode (below)
     }
     if (auto nfs = fs::network_fs_type(parent.string()))
       std::cerr << "decode: warning: " << out << " is on a network file system (" << *nfs
@@ -1220,6 +1271,10 @@ DecodeResult Decoder::run() {
   // ---- the collective decode into tmp; on failure rank 0 removes tmp
   try {
     plan();
+    // No cache existed, so nothing needs the source hashes before the manifest: every rank hashes a
+    // share of the sources' chunks on a thread beside its decode.
+    nlohmann::json all_sources = nlohmann::json::parse(comm_.bcast_string(rank_ == 0 ? sources.dump() : std::string()));
+    SourceHasher hasher(all_sources, R_, rank_);
     exchange_boundary_rows();
     stats_pass();
     if (opts_.pca > 0) pca_pass();
@@ -1284,11 +1339,11 @@ DecodeResult Decoder::run() {
     } else {
       all_hashes = comm_.allgatherv(hashes_);
     }
+    hasher.finish(comm_, sources);  // rank 0's sources get their hashes; fails everywhere if one failed
     std::string manifest;
     std::string checksum;
     collective_step(comm_, "building the manifest", [&] {
       if (rank_ != 0) return;
-      if (hashing.valid()) hashing.get();  // rethrows a hashing failure (e.g. a source became unreadable)
       std::vector<std::int32_t> coords(3 * N);
       for (std::uint64_t i = 0; i < N; ++i) {
         coords[3 * i] = table_.scene[i];

@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <vector>
@@ -82,6 +84,49 @@ std::uint64_t xxh3_file(const std::string& path) {
   }
   ::close(fd);
   return h.digest();
+}
+
+std::vector<std::uint64_t> xxh3_file_chunks(const std::string& path, std::uint64_t file_bytes, std::uint64_t c0,
+                                            std::uint64_t c1) {
+  std::vector<std::uint64_t> out;
+  if (c0 >= c1) return out;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError(path, "open", errno);
+  std::vector<char> buf(std::size_t{256} << 10);  // in L2, as in xxh3_file
+  for (std::uint64_t c = c0; c < c1; ++c) {
+    const std::uint64_t begin = c * kHashChunkBytes, end = std::min(file_bytes, begin + kHashChunkBytes);
+    Xxh3Stream h;
+    for (std::uint64_t off = begin; off < end;) {
+      const ssize_t n = ::pread(fd, buf.data(), static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), end - off)),
+                                static_cast<off_t>(off));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int e = n < 0 ? errno : 0;
+        ::close(fd);
+        if (e) throw IoError(path, "read", e);
+        throw IoError(path, "read: the file is shorter than " + std::to_string(file_bytes) + " bytes (it changed while hashing)");
+      }
+      h.update(buf.data(), static_cast<std::size_t>(n));
+      off += static_cast<std::uint64_t>(n);
+    }
+    out.push_back(h.digest());
+  }
+  ::close(fd);
+  return out;
+}
+
+std::uint64_t combine_chunk_hashes(const std::vector<std::uint64_t>& chunk_hashes) {
+  std::vector<unsigned char> le(chunk_hashes.size() * 8);
+  for (std::size_t i = 0; i < chunk_hashes.size(); ++i)
+    for (int b = 0; b < 8; ++b) le[i * 8 + static_cast<std::size_t>(b)] = static_cast<unsigned char>(chunk_hashes[i] >> (8 * b));
+  return xxh3_64(le.data(), le.size());
+}
+
+std::uint64_t xxh3_chunked_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw IoError(path, "stat", errno);
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  return combine_chunk_hashes(xxh3_file_chunks(path, size, 0, hash_chunk_count(size)));
 }
 
 }  // namespace hsipipe

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hsipipe {
 
@@ -45,5 +46,23 @@ class Sha256 {
 
 /// XXH3-64 of a whole file, streamed; throws IoError naming the path.
 std::uint64_t xxh3_file(const std::string& path);
+
+/// Content hash of a source file (decode manifests, `verify --deep`), computable by many ranks at once:
+/// the file is cut into chunks of kHashChunkBytes (the last one shorter), each chunk is hashed with
+/// XXH3-64, and the file's hash is the XXH3-64 of those values stored as little-endian u64 (an empty
+/// file: of no bytes). The value does not depend on who hashed which chunk. In Python:
+///   xxh3_64(b"".join(xxh3_64(c).to_bytes(8, "little") for c in chunks_of(data, 16 << 20)))
+inline constexpr std::uint64_t kHashChunkBytes = std::uint64_t{16} << 20;
+inline std::uint64_t hash_chunk_count(std::uint64_t file_bytes) {
+  return (file_bytes + kHashChunkBytes - 1) / kHashChunkBytes;
+}
+/// XXH3-64 of chunks [c0, c1) of a file of `file_bytes` bytes; throws IoError naming the path (also when
+/// the file is shorter than `file_bytes`: it changed).
+std::vector<std::uint64_t> xxh3_file_chunks(const std::string& path, std::uint64_t file_bytes, std::uint64_t c0,
+                                            std::uint64_t c1);
+/// The file hash from all of its chunk hashes, in order.
+std::uint64_t combine_chunk_hashes(const std::vector<std::uint64_t>& chunk_hashes);
+/// The same, hashing every chunk on this thread.
+std::uint64_t xxh3_chunked_file(const std::string& path);
 
 }  // namespace hsipipe

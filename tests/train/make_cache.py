@@ -78,7 +78,7 @@ def main():
     for arr in (patches, labels, coords):
         digest.update(np.ascontiguousarray(arr).tobytes())
     manifest = {
-        "format_version": 1, "n_samples": int(N), "n_bands": B, "layout": a.layout, "dtype": a.dtype,
+        "format_version": 2, "n_samples": int(N), "n_bands": B, "layout": a.layout, "dtype": a.dtype,
         "data_checksum": digest.hexdigest()[:16], "sources": ["synthetic (tests/train/make_cache.py)"],
         "backend": "npy", "patch": p if a.layout != "pixel" else 1, "border": a.border,
         "scenes": [{"name": "scene%d" % s, "rows": H, "cols": W} for s in range(a.scenes)],
