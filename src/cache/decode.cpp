@@ -840,7 +840,6 @@ void Decoder::write_pass(Sink& sink) {
   const std::size_t pp = static_cast<std::size_t>(p_) * static_cast<std::size_t>(p_);
   const int n_arrays_data = opts_.layout == Layout::cube ? static_cast<int>(sc_.size()) : 1;
   cube_hashes_.assign(sc_.size(), {});
-  // Every rank issues the same number of write calls per array (HDF5 collective I/O).
   std::vector<std::vector<std::size_t>> blocks_of(static_cast<std::size_t>(n_arrays_data));
   for (std::size_t bi = 0; bi < write_plan_.size(); ++bi)
     blocks_of[opts_.layout == Layout::cube ? static_cast<std::size_t>(write_plan_[bi].scene) : 0].push_back(bi);
@@ -855,84 +854,82 @@ void Decoder::write_pass(Sink& sink) {
   RowWindow scratch;
   for (int a = 0; a < n_arrays_data; ++a) {
     const auto& mine = blocks_of[static_cast<std::size_t>(a)];
-    const std::uint64_t rounds = comm_.allreduce_max<std::uint64_t>(mine.size());
-    for (std::uint64_t k = 0; k < rounds; ++k) {
-      std::uint64_t first = 0, n = 0;
-      const char* placed = nullptr;  // where the block was built, when not in `bytes`
-      collective_step(comm_, "decoding a block", [&] {
-        if (k >= mine.size()) return;
-        const std::size_t bi = mine[k];
-        const Block& b = write_plan_[bi];
-        // keep_samples_: the statistics pass kept this rank's sample pixels, nothing is decoded again
-        const RowWindow& w = keep_samples_ ? scratch : window_for(bi, b, scratch, false);
-        const auto t0 = Clock::now();
-        double placing = 0;
-        auto& hv = opts_.layout == Layout::cube ? cube_hashes_[static_cast<std::size_t>(b.scene)] : hashes_;
-        if (opts_.layout == Layout::pixel) {
-          // Transform, convert and hash a few samples at a time while they are in cache: the float32
-          // results never travel through memory (the block's floats would be 2-4x its bytes).
-          n = b.s1 - b.s0;
-          first = b.s0;
-          const std::size_t B = kept_.size(), item = Bo * es;
-          constexpr std::uint64_t kGroup = 32;
-          fout.resize(kGroup * Bo);
-          const auto tp = Clock::now();
-          char* dst = static_cast<char*>(sink.place(0, first, n));  // the file's pages, or our buffer
-          placing = seconds_since(tp);  // getting the file's pages is writing, not decoding
-          if (!dst) {
-            bytes.resize(n * item);
-            dst = bytes.data();
-          }
-          placed = dst;
-          for (std::uint64_t g = 0; g < n; g += kGroup) {
-            const std::uint64_t m = std::min(kGroup, n - g);
-            for (std::uint64_t i = 0; i < m; ++i) {
-              const auto id = b.s0 + g + i;
-              const float* px = keep_samples_ ? samples_raw_.data() + (id - my_.begin) * B
-                                              : w.pixel(static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]));
-              pre_.apply(px, fout.data() + i * Bo);
-            }
-            char* out = dst + g * item;
-            store_values(fout.data(), m * Bo, dt, out);
-            for (std::uint64_t i = 0; i < m; ++i) hv.push_back(xxh3_64(out + i * item, item));
-          }
-        } else {
-          // transform every read row, then cut (patch) or copy (cube)
-          RowWindow tw;
-          tw.row0 = w.row0;
-          tw.nrows = w.nrows;
-          tw.cols = w.cols;
-          tw.scene_rows = w.scene_rows;
-          tw.bands = OB;
-          tw.data.resize(w.nrows * w.cols * Bo);
-          const std::size_t npx = w.nrows * w.cols;
-          for (std::size_t i = 0; i < npx; ++i)
-            pre_.apply(w.data.data() + i * static_cast<std::size_t>(w.bands), tw.data.data() + i * Bo);
-          if (opts_.layout == Layout::cube) {
-            first = b.r0;
-            n = b.r1 - b.r0;
-            fout.assign(tw.data.begin() + static_cast<std::ptrdiff_t>((b.r0 - tw.row0) * tw.cols * Bo),
-                        tw.data.begin() + static_cast<std::ptrdiff_t>((b.r1 - tw.row0) * tw.cols * Bo));
-          } else {
-            first = b.s0;
-            n = b.s1 - b.s0;
-            fout.resize(n * Bo * pp);
-            for (std::uint64_t i = 0; i < n; ++i) {
-              const auto id = b.s0 + i;
-              cut_patch(tw, static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]), p_,
-                        opts_.border, fout.data() + i * Bo * pp);
-            }
-          }
-          bytes.resize(fout.size() * es);
-          store_values(fout.data(), fout.size(), dt, bytes.data());
-          const std::size_t item = n ? bytes.size() / n : 0;
-          for (std::uint64_t i = 0; i < n; ++i) hv.push_back(xxh3_64(bytes.data() + i * item, item));
+    // Builds this rank's block k (nothing past its last block): the item range and where its bytes are.
+    auto build = [&](std::uint64_t k, std::uint64_t& first, std::uint64_t& n, const char*& placed) {
+      if (k >= mine.size()) return;
+      const std::size_t bi = mine[k];
+      const Block& b = write_plan_[bi];
+      // keep_samples_: the statistics pass kept this rank's sample pixels, nothing is decoded again
+      const RowWindow& w = keep_samples_ ? scratch : window_for(bi, b, scratch, false);
+      const auto t0 = Clock::now();
+      double placing = 0;
+      auto& hv = opts_.layout == Layout::cube ? cube_hashes_[static_cast<std::size_t>(b.scene)] : hashes_;
+      if (opts_.layout == Layout::pixel) {
+        // Transform, convert and hash a few samples at a time while they are in cache: the float32
+        // results never travel through memory (the block's floats would be 2-4x its bytes).
+        n = b.s1 - b.s0;
+        first = b.s0;
+        const std::size_t B = kept_.size(), item = Bo * es;
+        constexpr std::uint64_t kGroup = 32;
+        fout.resize(kGroup * Bo);
+        const auto tp = Clock::now();
+        char* dst = static_cast<char*>(sink.place(0, first, n));  // the file's pages, or our buffer
+        placing = seconds_since(tp);  // getting the file's pages is writing, not decoding
+        if (!dst) {
+          bytes.resize(n * item);
+          dst = bytes.data();
         }
-        t_.compute += seconds_since(t0) - placing;
-        t_.write += placing;
-        // the window is no longer needed
-        kept_windows_.erase(bi);
-      });
+        placed = dst;
+        for (std::uint64_t g = 0; g < n; g += kGroup) {
+          const std::uint64_t m = std::min(kGroup, n - g);
+          for (std::uint64_t i = 0; i < m; ++i) {
+            const auto id = b.s0 + g + i;
+            const float* px = keep_samples_ ? samples_raw_.data() + (id - my_.begin) * B
+                                            : w.pixel(static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]));
+            pre_.apply(px, fout.data() + i * Bo);
+          }
+          char* out = dst + g * item;
+          store_values(fout.data(), m * Bo, dt, out);
+          for (std::uint64_t i = 0; i < m; ++i) hv.push_back(xxh3_64(out + i * item, item));
+        }
+      } else {
+        // transform every read row, then cut (patch) or copy (cube)
+        RowWindow tw;
+        tw.row0 = w.row0;
+        tw.nrows = w.nrows;
+        tw.cols = w.cols;
+        tw.scene_rows = w.scene_rows;
+        tw.bands = OB;
+        tw.data.resize(w.nrows * w.cols * Bo);
+        const std::size_t npx = w.nrows * w.cols;
+        for (std::size_t i = 0; i < npx; ++i)
+          pre_.apply(w.data.data() + i * static_cast<std::size_t>(w.bands), tw.data.data() + i * Bo);
+        if (opts_.layout == Layout::cube) {
+          first = b.r0;
+          n = b.r1 - b.r0;
+          fout.assign(tw.data.begin() + static_cast<std::ptrdiff_t>((b.r0 - tw.row0) * tw.cols * Bo),
+                      tw.data.begin() + static_cast<std::ptrdiff_t>((b.r1 - tw.row0) * tw.cols * Bo));
+        } else {
+          first = b.s0;
+          n = b.s1 - b.s0;
+          fout.resize(n * Bo * pp);
+          for (std::uint64_t i = 0; i < n; ++i) {
+            const auto id = b.s0 + i;
+            cut_patch(tw, static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]), p_,
+                      opts_.border, fout.data() + i * Bo * pp);
+          }
+        }
+        bytes.resize(fout.size() * es);
+        store_values(fout.data(), fout.size(), dt, bytes.data());
+        const std::size_t item = n ? bytes.size() / n : 0;
+        for (std::uint64_t i = 0; i < n; ++i) hv.push_back(xxh3_64(bytes.data() + i * item, item));
+      }
+      t_.compute += seconds_since(t0) - placing;
+      t_.write += placing;
+      // the window is no longer needed
+      kept_windows_.erase(bi);
+    };
+    auto store = [&](std::uint64_t first, std::uint64_t n, const char* placed) {
       if (n > 0)
         if (const char* d = std::getenv("HSIPIPE_TEST_DELAY_WRITE_MS"))  // tests: a window for kill -9 mid-write
           ::usleep(static_cast<useconds_t>(std::atol(d)) * 1000u);
@@ -944,6 +941,28 @@ void Decoder::write_pass(Sink& sink) {
         progress(done, total_units, t_start);
         printed = true;
       }
+    };
+    if (sink.independent_writes()) {
+      // npy: each rank writes its own byte ranges; nothing needs the ranks in step, so a failure is
+      // checked once, after this rank's last block (no rank waits for another at every block).
+      collective_step(comm_, "decoding and writing the blocks", [&] {
+        for (std::uint64_t k = 0; k < mine.size(); ++k) {
+          std::uint64_t first = 0, n = 0;
+          const char* placed = nullptr;
+          build(k, first, n, placed);
+          store(first, n, placed);
+        }
+      });
+      continue;
+    }
+    // h5: every rank takes part in the same number of collective writes; a block that failed on any
+    // rank fails every rank before the write.
+    const std::uint64_t rounds = comm_.allreduce_max<std::uint64_t>(mine.size());
+    for (std::uint64_t k = 0; k < rounds; ++k) {
+      std::uint64_t first = 0, n = 0;
+      const char* placed = nullptr;  // where the block was built, when not in `bytes`
+      collective_step(comm_, "decoding a block", [&] { build(k, first, n, placed); });
+      store(first, n, placed);
     }
   }
   if (printed) progress(done, total_units, t_start, true);

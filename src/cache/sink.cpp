@@ -85,6 +85,8 @@ class NpySink final : public Sink {
 
   ~NpySink() override { unmap(); }
 
+  bool independent_writes() const override { return true; }  // pwrite / in-place stores, rank-local
+
   void* place(int array, std::uint64_t first, std::uint64_t n) override {
     const auto i = static_cast<std::size_t>(array);
     const auto& a = arrays_.at(i);

@@ -41,6 +41,9 @@ class Sink {
   /// (the file's own pages), or nullptr when this sink copies from write()'s buffer. The range must then
   /// be passed to write() as usual. Throws IoError when the pages cannot be had (e.g. a full disk).
   virtual void* place(int /*array*/, std::uint64_t /*first*/, std::uint64_t /*n*/) { return nullptr; }
+  /// True when write() is in fact rank-local (each rank its own byte ranges, no collective I/O): the
+  /// caller need not keep the ranks in step between writes.
+  virtual bool independent_writes() const { return false; }
   /// COLLECTIVE. A whole small array; `data` is read on rank 0 only.
   virtual void write_small(const ArraySpec& spec, const void* data) = 0;
   /// COLLECTIVE. Flushes (fsync) and closes; h5 also stores `manifest` as the root attribute.
