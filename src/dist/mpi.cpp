@@ -1,6 +1,13 @@
 #include "dist/mpi.hpp"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <utility>
@@ -20,6 +27,44 @@ void check_mpi(int rc, const char* call, const std::source_location& loc) {
                  " on rank " + std::to_string(rank) + ": " + std::string(msg, static_cast<std::size_t>(len)));
 }
 
+namespace {
+
+/// Turns Nagle's algorithm off on this process's TCP connections to the local launcher. Open MPI 4.1's
+/// PMIx client (PMIx 4.2, Debian 12) talks to mpiexec over loopback TCP without TCP_NODELAY: the small
+/// messages of MPI_Finalize then wait for the server's delayed ACK, 40 ms per process per run (measured:
+/// MPI_Finalize 44 ms -> 2 ms, `mpiexec -n 1` of an empty MPI program 0.10 s -> 0.05 s). Only loopback
+/// peers are touched, only TCP_NODELAY is set (what MPI's own TCP transports set), and any failure is
+/// ignored: at worst the process keeps the 40 ms. HSIPIPE_KEEP_NAGLE=1 leaves the sockets alone.
+void nodelay_launcher_sockets() noexcept {
+  if (const char* k = std::getenv("HSIPIPE_KEEP_NAGLE"); k && *k && *k != '0') return;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return;
+  while (const dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == ::dirfd(d)) continue;
+    int type = 0;
+    socklen_t tl = sizeof type;
+    if (::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) continue;
+    sockaddr_storage peer{};
+    socklen_t pl = sizeof peer;
+    if (::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
+    bool loopback = false;
+    if (peer.ss_family == AF_INET) {
+      loopback = (ntohl(reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr.s_addr) >> 24) == 127;
+    } else if (peer.ss_family == AF_INET6) {
+      const auto& a = reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr;
+      loopback = IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+    }
+    if (!loopback) continue;
+    const int one = 1;
+    (void)::setsockopt(static_cast<int>(fd), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
 Environment::Environment(int* argc, char*** argv) {
   int init = 0;
   MPI_Initialized(&init);
@@ -28,6 +73,7 @@ Environment::Environment(int* argc, char*** argv) {
   } else {
     HSIPIPE_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided_));
     owns_ = true;
+    nodelay_launcher_sockets();
   }
   if (provided_ < MPI_THREAD_FUNNELED) {
     throw MpiError("MPI provides thread level " + std::to_string(provided_) +

@@ -2,7 +2,14 @@
 // rule. The NCCL implementation is compiled in this build when CUDA + NCCL were found (no GPU here).
 #include <catch2/catch.hpp>
 
+#include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -57,4 +64,29 @@ TEST_CASE("--backend resolution", "[dist]") {
   // The build found CUDA + NCCL: the NCCL communicator must be in (compile-only check in CI).
   CHECK(dist::nccl_compiled() == (HSIPIPE_EXPECT_NCCL != 0));
 #endif
+}
+
+TEST_CASE("dist::Environment: Nagle is off on the TCP connections to the local launcher", "[dist][mpi]") {
+  // mpi_main.cpp made the Environment. Under Open MPI's mpiexec the PMIx client holds a loopback TCP
+  // connection to it; without TCP_NODELAY each MPI_Finalize waited 40 ms for a delayed ACK.
+  int loopback = 0, nodelay = 0;
+  DIR* d = ::opendir("/proc/self/fd");
+  REQUIRE(d != nullptr);
+  while (const dirent* e = ::readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    int type = 0;
+    socklen_t tl = sizeof type;
+    if (fd <= 2 || ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) continue;
+    sockaddr_storage peer{};
+    socklen_t pl = sizeof peer;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 || peer.ss_family != AF_INET) continue;
+    if ((ntohl(reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr.s_addr) >> 24) != 127) continue;
+    ++loopback;
+    int on = 0;
+    socklen_t ol = sizeof on;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, &ol) == 0 && on) ++nodelay;
+  }
+  ::closedir(d);
+  if (std::getenv("OMPI_COMM_WORLD_SIZE")) CHECK(loopback >= 1);  // Open MPI 4.1 + PMIx: one at least
+  CHECK(nodelay == loopback);
 }
