@@ -873,7 +873,7 @@ void Decoder::write_pass(Sink& sink) {
         constexpr std::uint64_t kGroup = 32;
         fout.resize(kGroup * Bo);
         const auto tp = Clock::now();
-        char* dst = static_cast<char*>(sink.place(0, first, n));  // the file's pages, or our buffer
+        char* dst = static_cast<char*>(sink.place(a, first, n));  // the file's pages, or our buffer
         placing = seconds_since(tp);  // getting the file's pages is writing, not decoding
         if (!dst) {
           bytes.resize(n * item);

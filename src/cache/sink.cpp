@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <exception>
 
 #include "cache/h5util.hpp"
@@ -74,9 +75,11 @@ class NpySink final : public Sink {
         offsets_.push_back(npy_header_bytes(a.dtype, a.shape).size());
         // Ranks build their items in the file's pages (place()): a pwrite would copy them once more and,
         // worse, hold the file's inode lock while copying, so the ranks' writes to one file would queue.
-        // Without a mapping (a file system that refuses it) write() copies as before.
+        // Without a mapping (a file system that refuses it, or HSIPIPE_NPY_PWRITE=1) write() copies.
         const std::uint64_t total = offsets_.back() + a.shape.at(0) * a.item_bytes();
-        void* m = total > 0 ? ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0) : MAP_FAILED;
+        const char* force = std::getenv("HSIPIPE_NPY_PWRITE");
+        const bool map = total > 0 && !(force && *force && *force != '0');
+        void* m = map ? ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0) : MAP_FAILED;
         maps_.emplace_back(m == MAP_FAILED ? nullptr : static_cast<char*>(m), total);
         fds_.push_back(std::move(fd));
       }
