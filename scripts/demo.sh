@@ -31,7 +31,9 @@ fi
 
 step "decode with $RANKS ranks (phase one: decode once) -> $OUT/cache"
 t0=$(date +%s.%N)
-"${MPI[@]}" "$BIN" decode --config "$CONFIG"
+# --force: this is the demo's own cache, reused when it is current, rebuilt when an earlier run left one
+# from other parameters or an older cache format (decode refuses to replace a cache without it)
+"${MPI[@]}" "$BIN" decode --config "$CONFIG" --force
 T_DECODE=$(elapsed "$t0")
 
 step "folds -> $OUT/folds.json"
