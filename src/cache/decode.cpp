@@ -399,7 +399,7 @@ class SourceHasher {
     for (const auto& src : sources) {
       const bool todo = needs_hash(src);
       files_.push_back({todo ? src.at("path").get<std::string>() : std::string(), src.value("size", std::uint64_t{0}),
-                        todo ? hash_chunk_count(src.value("size", std::uint64_t{0})) : 0});
+                        todo ? hash_chunk_count(src.value("size", std::uint64_t{0})) : 0, todo});
     }
     std::uint64_t total = 0;
     for (const auto& f : files_) total += f.chunks;
@@ -427,7 +427,7 @@ class SourceHasher {
     if (comm.rank() != 0) return;
     std::size_t at = 0;
     for (std::size_t i = 0; i < files_.size(); ++i) {
-      if (!files_[i].chunks) continue;
+      if (!files_[i].todo) continue;  // hashed before, or remote: keeps its value (an empty file: of no chunk)
       const std::vector<std::uint64_t> h(all.begin() + static_cast<std::ptrdiff_t>(at),
                                          all.begin() + static_cast<std::ptrdiff_t>(at + files_[i].chunks));
       sources[i]["xxh3"] = hex64(combine_chunk_hashes(h));
@@ -439,6 +439,7 @@ class SourceHasher {
   struct File {
     std::string path;
     std::uint64_t size = 0, chunks = 0;
+    bool todo = false;
   };
   std::vector<File> files_;
   std::vector<std::uint64_t> mine_;

@@ -1,4 +1,11 @@
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "core/hash.hpp"
 
@@ -16,4 +23,36 @@ TEST_CASE("XXH3-64 streaming equals one-shot and the published empty-input value
   st.update(s.data(), 1234);
   st.update(s.data() + 1234, s.size() - 1234);
   REQUIRE(st.digest() == hsipipe::xxh3_64(s.data(), s.size()));
+}
+
+TEST_CASE("chunked file hash: chunks, their order, an empty file, a short file") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("hsipipe-hash-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return (dir / name).string();
+  };
+  // two whole chunks and one byte: three chunk hashes, combined as little-endian u64
+  std::string s(2 * hsipipe::kHashChunkBytes + 1, '\0');
+  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<char>((i * 2654435761u) >> 13);
+  const std::string big = write("big", s);
+  REQUIRE(hsipipe::hash_chunk_count(s.size()) == 3);
+  std::vector<std::uint64_t> want;
+  for (std::uint64_t c = 0; c < 3; ++c) {
+    const std::uint64_t b = c * hsipipe::kHashChunkBytes, n = std::min<std::uint64_t>(hsipipe::kHashChunkBytes, s.size() - b);
+    want.push_back(hsipipe::xxh3_64(s.data() + b, n));
+  }
+  CHECK(hsipipe::xxh3_file_chunks(big, s.size(), 0, 3) == want);
+  CHECK(hsipipe::xxh3_file_chunks(big, s.size(), 1, 3) == std::vector<std::uint64_t>(want.begin() + 1, want.end()));
+  unsigned char le[24];
+  for (int i = 0; i < 24; ++i) le[i] = static_cast<unsigned char>(want[static_cast<std::size_t>(i / 8)] >> (8 * (i % 8)));
+  CHECK(hsipipe::combine_chunk_hashes(want) == hsipipe::xxh3_64(le, sizeof le));
+  CHECK(hsipipe::xxh3_chunked_file(big) == hsipipe::combine_chunk_hashes(want));
+  CHECK(hsipipe::xxh3_chunked_file(big) != hsipipe::xxh3_file(big));  // not the whole-file hash
+  // an empty file: no chunk, the hash of no bytes
+  CHECK(hsipipe::xxh3_chunked_file(write("empty", "")) == hsipipe::xxh3_64("", 0));
+  // a file shorter than its recorded size changed while hashing: an error naming it
+  CHECK_THROWS_WITH(hsipipe::xxh3_file_chunks(write("short", "abc"), 10, 0, 1), Catch::Contains("short"));
+  fs::remove_all(dir);
 }
