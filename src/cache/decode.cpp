@@ -712,7 +712,7 @@ void Decoder::stats_pass() {
       // are in cache (a whole block's floats would go through memory three times). Only for scenes read
       // row by row (a tiled scene's blocks stay whole, so no tile is decoded twice).
       const std::size_t slice = std::max<std::size_t>(1, (std::size_t{1} << 20) / std::max<std::size_t>(1, st.cols * Bs * sizeof(float)));
-      if (keep_samples_ && st.scene->block_rows() <= 1 && b.rr0 == b.r0 && b.rr1 == b.r1 && slice < b.r1 - b.r0) {
+      if (keep_samples_ && st.scene->block_rows() <= 1 && slice < b.r1 - b.r0) {  // pixel layout: no halo
         std::uint64_t id = b.s0;
         for (std::size_t r0 = b.r0; r0 < b.r1; r0 += slice) {
           const std::size_t r1 = std::min(b.r1, r0 + slice);
@@ -1047,10 +1047,11 @@ std::string Decoder::build_manifest(const nlohmann::json& params, const nlohmann
   if (auto nl = mpis.find('\n'); nl != std::string::npos) mpis.resize(nl);
   int mv = 0, mn = 0, mr = 0;
   Mat_GetLibraryVersion(&mv, &mn, &mr);
+  const std::string gdal = io::gdal_version();
   m["libraries"] = {{"hdf5", std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel)},
                     {"mpi", mpis},
                     {"matio", std::to_string(mv) + "." + std::to_string(mn) + "." + std::to_string(mr)},
-                    {"gdal", io::gdal_version().empty() ? nlohmann::json(nullptr) : nlohmann::json(io::gdal_version())},
+                    {"gdal", gdal.empty() ? nlohmann::json(nullptr) : nlohmann::json(gdal)},
                     {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
                                   std::to_string(EIGEN_MINOR_VERSION)}};
   const std::uint64_t es = dtype_size(opts_.dtype);
@@ -1287,7 +1288,7 @@ DecodeResult Decoder::run() {
     return {true, out, cs, table_.size()};
   }
   tmp = comm_.bcast_string(tmp);
-  t_.phase("lock + source hashes");
+  t_.phase("lock + reuse check");
   // ---- the collective decode into tmp; on failure rank 0 removes tmp
   try {
     plan();

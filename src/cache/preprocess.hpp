@@ -91,7 +91,7 @@ void select_bands(const float* in, std::size_t n, int src_bands, const std::vect
 struct RowWindow {
   std::size_t row0 = 0, nrows = 0, cols = 0, scene_rows = 0;
   int bands = 0;
-  BigFloats data;  ///< large: huge pages, no zero fill (core/big_alloc.hpp)
+  BigFloats data;  ///< large: mmap-backed, no zero fill (core/big_alloc.hpp)
   const float* pixel(std::size_t r, std::size_t c) const { return data.data() + ((r - row0) * cols + c) * bands; }
 };
 

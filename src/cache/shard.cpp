@@ -26,6 +26,7 @@
 #include "cache/cache.hpp"
 #include "cache/npy.hpp"
 #include "core/error.hpp"
+#include "core/fd.hpp"
 #include "core/half.hpp"
 #include "core/simd.hpp"
 
@@ -96,32 +97,6 @@ void patch_row(const char* src, bool f16, std::size_t p, std::size_t B, std::siz
 
 // ---- raw reads ----
 
-class Fd {
- public:
-  explicit Fd(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd_ < 0) throw IoError(path, "open", errno);
-  }
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  void pread_all(void* dst, std::uint64_t bytes, std::uint64_t offset) const {
-    auto* p = static_cast<char*>(dst);
-    std::uint64_t done = 0;
-    while (done < bytes) {
-      const ssize_t r = ::pread(fd_, p + done, static_cast<std::size_t>(std::min<std::uint64_t>(bytes - done, 1u << 30)),
-                                static_cast<off_t>(offset + done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) throw IoError(path_, r < 0 ? "read" : "read (unexpected end of file)", r < 0 ? errno : EIO);
-      done += static_cast<std::uint64_t>(r);
-    }
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 // ---- HDF5, read-only, RAII ----
 
@@ -325,7 +300,7 @@ Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
     if (h.dtype != DType::i32 || h.shape != std::vector<std::uint64_t>{n_samples, 3}) {
       throw FormatError(path, "shape", "expected int32 [n_samples, 3]");
     }
-    if (nloc) Fd(path).pread_all(coords.data(), nloc * 12, h.data_offset + range.begin * 12);
+    if (nloc) ReadFile(path).pread_all(coords.data(), nloc * 12, h.data_offset + range.begin * 12);
   } else {
     H5File f(dir + "/cache.h5");
     f.read_rows("/coords", range.begin, nloc, 4, false, coords.data());

@@ -2,7 +2,8 @@
 // cache/sink: where decode's ranks write their disjoint ranges. Internal to cache.
 //
 // Contract: the factories and every member are COLLECTIVE over `comm` (all ranks, same order, the
-// same `array` index); a rank with nothing to write passes n = 0. Errors on one rank are turned into
+// same `array` index; a rank with nothing to write passes n = 0), except place(), and write() of a sink
+// whose independent_writes() is true (npy: each rank its own byte ranges, called in any number). Errors on one rank are turned into
 // an exception on every rank (dist::collective_step) wherever a rank-local step (open, pwrite) can fail,
 // except inside HDF5's own collective calls, where the MPI job aborts as a whole.
 #include <cstdint>
@@ -34,7 +35,8 @@ using dist::QuietError;
 class Sink {
  public:
   virtual ~Sink() = default;
-  /// COLLECTIVE. Writes items [first, first + n) of arrays[array] from `data` (n * item_bytes()).
+  /// COLLECTIVE (rank-local when independent_writes()). Writes items [first, first + n) of arrays[array]
+  /// from `data` (n * item_bytes()).
   /// `data` may be the memory place() returned for that range: nothing is copied then.
   virtual void write(int array, std::uint64_t first, std::uint64_t n, const void* data) = 0;
   /// Rank-local. Memory in which this rank may build items [first, first + n) of arrays[array] in place

@@ -1,8 +1,6 @@
 #include "core/hash.hpp"
 
-#include <fcntl.h>
 #include <openssl/evp.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -12,8 +10,14 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/fd.hpp"
+#include "core/fs.hpp"
 
 namespace hsipipe {
+
+namespace {
+constexpr std::size_t kHashBufferBytes = std::size_t{256} << 10;
+}  // namespace
 
 std::uint64_t xxh3_64(const void* data, std::size_t n, std::uint64_t seed) noexcept {
   return XXH3_64bits_withSeed(data, n, seed);
@@ -65,24 +69,18 @@ std::string Sha256::hex_digest() {
 }
 
 std::uint64_t xxh3_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(path, "open", errno);
+  const ReadFile f(path);
   Xxh3Stream h;
   // A buffer that stays in the core's L2: the copy out of the page cache and the hash then cost one pass
   // over memory instead of three (an 8 MiB buffer made the hash thread ~2x dearer beside a decode).
-  std::vector<char> buf(std::size_t{256} << 10);
+  std::vector<char> buf(kHashBufferBytes);
   for (;;) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      throw IoError(path, "read", e);
-    }
+    const ssize_t n = ::read(f.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw IoError(path, "read", errno);
     if (n == 0) break;
     h.update(buf.data(), static_cast<std::size_t>(n));
   }
-  ::close(fd);
   return h.digest();
 }
 
@@ -90,28 +88,18 @@ std::vector<std::uint64_t> xxh3_file_chunks(const std::string& path, std::uint64
                                             std::uint64_t c1) {
   std::vector<std::uint64_t> out;
   if (c0 >= c1) return out;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(path, "open", errno);
-  std::vector<char> buf(std::size_t{256} << 10);  // in L2, as in xxh3_file
+  const ReadFile f(path);  // a file shorter than file_bytes (it changed) is an IoError naming it
+  std::vector<char> buf(kHashBufferBytes);
   for (std::uint64_t c = c0; c < c1; ++c) {
-    const std::uint64_t begin = c * kHashChunkBytes, end = std::min(file_bytes, begin + kHashChunkBytes);
+    const std::uint64_t end = std::min(file_bytes, (c + 1) * kHashChunkBytes);
     Xxh3Stream h;
-    for (std::uint64_t off = begin; off < end;) {
-      const ssize_t n = ::pread(fd, buf.data(), static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), end - off)),
-                                static_cast<off_t>(off));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int e = n < 0 ? errno : 0;
-        ::close(fd);
-        if (e) throw IoError(path, "read", e);
-        throw IoError(path, "read: the file is shorter than " + std::to_string(file_bytes) + " bytes (it changed while hashing)");
-      }
+    for (std::uint64_t off = c * kHashChunkBytes; off < end; off += buf.size()) {
+      const std::uint64_t n = std::min<std::uint64_t>(buf.size(), end - off);
+      f.pread_all(buf.data(), n, off);
       h.update(buf.data(), static_cast<std::size_t>(n));
-      off += static_cast<std::uint64_t>(n);
     }
     out.push_back(h.digest());
   }
-  ::close(fd);
   return out;
 }
 
@@ -123,9 +111,7 @@ std::uint64_t combine_chunk_hashes(const std::vector<std::uint64_t>& chunk_hashe
 }
 
 std::uint64_t xxh3_chunked_file(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw IoError(path, "stat", errno);
-  const auto size = static_cast<std::uint64_t>(st.st_size);
+  const std::uint64_t size = fs::stat_file(path).size;
   return combine_chunk_hashes(xxh3_file_chunks(path, size, 0, hash_chunk_count(size)));
 }
 
