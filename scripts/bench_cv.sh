@@ -5,8 +5,9 @@
 # it (the case the source articles describe: a large flight line, field plots labeled on a few % of it).
 #   scene:   1536 x 1536 x 200 int16 (944 MB decoded), 128 x 128 DEFLATE tiles; labels only in survey plots
 #            covering 0.15 % of the pixels (`hsipipe synth --labeled-fraction`: a disc in every labeled parcel).
-#            The size is what keeps hsipipe's fixed costs (process start-up, MPI_Init, libtorch's ~0.4 s of
-#            start-up in the train command: ~0.5 s in all) within 10% of its decode plus five folds;
+#            The size is what keeps hsipipe's fixed costs (process start-up, MPI_Init, libtorch's start-up in
+#            the train command; this script prints them as the train command's overhead) within 10% of its
+#            decode plus five folds;
 #   naive:   for each fold, decode the GeoTIFF again (GDAL python bindings, /usr/bin/python3), select the
 #            labeled pixels, z-score, then train the same hu1d with a PyTorch DataLoader (2 threads);
 #   hsipipe: decode once (`hsipipe decode`, 2 ranks), then `hsipipe train --fold all` (2 ranks).
@@ -136,27 +137,23 @@ res["decoded_bytes"] = decoded
 json.dump(res, open(os.path.join(w, "naive.json"), "w"))
 PY
 
-"$PY" - "$W" "$HS_DECODE" "$HS_TRAIN" "$HS_TOTAL" "$ROWS" "$COLS" "$BANDS" "$EPOCHS" "$FRACTION" "${HS_READ:-0}" \
-  "${BENCH_JSON:-}" "$HS_FOLDS" <<'PY'
-import glob, json, os, sys
+"$PY" - "$W" "$HS_DECODE" "$HS_TRAIN" "$HS_TOTAL" "$HS_FOLDS" "$ROWS" "$COLS" "$BANDS" "$EPOCHS" "$FRACTION" \
+  "${HS_READ:-0}" "${BENCH_JSON:-}" <<'PY'
+import json, os, sys
 from osgeo import gdal
 gdal.UseExceptions()
 w = sys.argv[1]
-hs_folds = float(sys.argv[12])
-hs_decode, hs_train, hs_total = map(float, sys.argv[2:5])
-rows, cols, bands, epochs = map(int, sys.argv[5:9])
-fraction, hs_read = float(sys.argv[9]), float(sys.argv[10])
-dest = sys.argv[11]
+hs_decode, hs_train, hs_total, hs_folds = map(float, sys.argv[2:6])
+rows, cols, bands, epochs = map(int, sys.argv[6:10])
+fraction, hs_read = float(sys.argv[10]), float(sys.argv[11])
+dest = sys.argv[12]
 naive = json.load(open(os.path.join(w, "naive.json")))
 summary = json.load(open(os.path.join(w, "run", "summary.json")))
 manifest = json.load(open(os.path.join(w, "cache", "manifest.json")))
 # hsipipe's fold trainings: the wall time of each fold in the train job (model, epochs, validation and the
 # fold's result files), from RUN_DIR/io.json; what the job spends beyond them is start-up and the summary
-io_json = json.load(open(os.path.join(w, "run", "io.json")))
-fold_train = [fw["seconds"] for fw in io_json.get("fold_wall_seconds", [])]
-if not fold_train:  # an older hsipipe: the epochs alone
-    fold_train = [json.load(open(p)).get("train", {}).get("train_seconds", 0.0)
-                  for p in sorted(glob.glob(os.path.join(w, "run", "fold-*", "metrics.json")))]
+io = json.load(open(os.path.join(w, "run", "io.json")))  # summary.json holds only what report makes of the folds
+fold_train = [fw["seconds"] for fw in io["fold_wall_seconds"]]
 scene_bytes = rows * cols * bands * 2
 nf = naive["folds"]
 n_dec = sum(f["decode_s"] for f in nf)
@@ -181,7 +178,6 @@ print(f"{'naive (decode per fold)':28} {naive['total_s']:9.2f} {n_dec:9.2f} {n_t
 print(f"{'hsipipe (decode once)':28} {hs_total:9.2f} {hs_decode:9.2f} {hs_train:9.2f} {round(hs_ratio * scene_bytes):15,d} {summary['mean']['oa']:8.4f}")
 parts = hs_decode + sum(fold_train)
 ratio_fold = n_dec / n_tr if n_tr else float("inf")
-io = io_json  # summary.json holds only what report makes of the fold results
 out = {
     "scene": {"rows": rows, "cols": cols, "bands": bands, "bytes": scene_bytes, "labeled_fraction": fraction,
               "labeled_samples": n_samples, "tile_bytes": tiles, "tile": [bx, by]},

@@ -183,6 +183,18 @@ def machine(args):
 # ---------------------------------------------------------------------------------------------------------------
 # the page
 
+def decode_phases(work):
+    """The `phases (rank 0)` line of the npy 2-rank decode in this run's decode.log, or a note that it is missing."""
+    try:
+        with open(os.path.join(work, "decode.log")) as f:
+            for line in f:
+                if line.strip().startswith("phases (rank 0):"):
+                    return "`" + line.strip().split(":", 1)[1].strip() + "`"
+    except OSError:
+        pass
+    return "(not in this run's decode.log)"
+
+
 def load(work, name):
     p = os.path.join(work, name + ".json")
     try:
@@ -279,8 +291,8 @@ def report(args):
     if dec:
         sc = dec["scene"]
         r, ms, ds, dm, ra = dec["reader_s"], dec["reader_mb_s"], dec["decode_s"], dec["decode_input_mb_s"], dec["ratios"]
-        T.add("2", "reader: hsipipe / SPy", ra["reader_hsipipe_vs_spy"], ">=", 5)
-        T.add("2", "reader: hsipipe / page-cache read rate", ra["reader_hsipipe_vs_page_cache"], ">=", 0.5, "{:.2f}")
+        ok_spy = T.add("2", "reader: hsipipe / SPy", ra["reader_hsipipe_vs_spy"], ">=", 5)
+        ok_pc = T.add("2", "reader: hsipipe / page-cache read rate", ra["reader_hsipipe_vs_page_cache"], ">=", 0.5, "{:.2f}")
         T.add("3", "decode: Python baseline / hsipipe 1 rank (npy)", ra["decode_npy_1_rank_vs_baseline"], ">=", 3)
         T.add("3", "decode: Python baseline / hsipipe 1 rank (h5)", ra["decode_h5_1_rank_vs_baseline"], ">=", 3)
         T.add("3", "decode: 2 ranks / 1 rank (npy)", ra["decode_npy_2_vs_1_ranks"], ">=", 1.6)
@@ -299,8 +311,8 @@ def report(args):
               f"| `hsipipe info --decode-all`, 2 threads | {r['hsipipe_2_threads']:.3f} | {f0(ms['hsipipe_2_threads'])} |",
               f"| SPy `open_image(...).load()` (baseline) | {r['spy']:.3f} | {f0(ms['spy'])} |", "",
               f"hsipipe / SPy = {ra['reader_hsipipe_vs_spy']:.1f}x (target >= 5x: "
-              f"{verdict(ra['reader_hsipipe_vs_spy'] >= 5)}); hsipipe / page cache = "
-              f"{ra['reader_hsipipe_vs_page_cache']:.2f} (target >= 0.5: {verdict(ra['reader_hsipipe_vs_page_cache'] >= 0.5)}).",
+              f"{verdict(ok_spy)}); hsipipe / page cache = "
+              f"{ra['reader_hsipipe_vs_page_cache']:.2f} (target >= 0.5: {verdict(ok_pc)}).",
               ""]
         S += ["## Decode, phase one (issue 3)", "",
               f"`scripts/bench_decode.sh`, second part: `hsipipe decode` of the same scene ({sc['labeled_samples']:,} "
@@ -322,20 +334,16 @@ def report(args):
               f"h5 / npy = {ra['decode_h5_vs_npy_1_rank']:.2f} (1 rank), {ra['decode_h5_vs_npy_2_ranks']:.2f} (2 ranks) "
               f"(target <= 1.5). hsipipe's samples equal the baseline's within float16 rounding (max |diff| "
               f"{dec.get('max_abs_diff_vs_baseline', float('nan')):.2e}).", "",
-              "Where the time of one decode goes (hsipipe prints it: the `phases (rank 0)` line of its summary): "
-              "the decoding itself (statistics pass: read, de-interleave, select, Welford; write pass: z-score, float16, "
-              "checksum) scales with the ranks, about 1.6x from 1 to 2 ranks on this machine. What does not: "
-              "`mpiexec`, MPI_Init and MPI_Finalize (~0.17 s here), the manifest and the atomic publish (~0.05 s), "
-              "and the page-cache writes of the cache file (kernel page allocation and writeback, 0.1 to 0.5 s "
-              "from one run to the next on this virtual disk), which two ranks writing one file do not speed up "
-              "and which, with one rank, the idle second core absorbs. With 1 s decodes these fixed parts are a "
-              "third of the time; on larger scenes the ratio approaches the decoding's.", ""]
+              "Where the time of one decode goes: the `phases (rank 0)` line of hsipipe's summary for npy with 2 ranks, "
+              "from this run: " + decode_phases(work) + ". The statistics and write passes scale with the ranks; "
+              "`mpiexec`, MPI_Init and MPI_Finalize, the sample table and the manifest and publish are the same for any "
+              "rank count, so they bound the 2-rank / 1-rank ratio of a decode that takes about a second.", ""]
 
     # ---- training (issue 5)
     if trn:
         sp, eta, ra, oa = trn["samples_per_s"], trn["eta"], trn["ratios"], trn["val_oa_percent"]
-        T.add("5", "training: hsipipe / PyTorch (hu1d, same kernels)", ra["hsipipe_vs_pytorch"], ">=", 1.0)
-        T.add("5", "training: 2 ranks / 1 rank", ra["ranks_2_vs_1"], ">=", 1.7)
+        ok_pt = T.add("5", "training: hsipipe / PyTorch (hu1d, same kernels)", ra["hsipipe_vs_pytorch"], ">=", 1.0)
+        ok_r2 = T.add("5", "training: 2 ranks / 1 rank", ra["ranks_2_vs_1"], ">=", 1.7)
         sc = trn["scene"]
         S += ["## Training, phase two (issue 5)", "",
               f"`scripts/bench_train.sh`: `hu1d` on a {sc['rows']} x {sc['cols']} x {sc['bands']} synthetic pixel cache "
@@ -352,8 +360,8 @@ def report(args):
               f"| hsipipe, 2 ranks x {max(1, trn['cores'] // 2)} threads | {f0(sp['hsipipe_2_ranks'])} | "
               f"{eta['hsipipe_2_ranks']:.3f} | {oa['hsipipe_2_ranks']:.1f} |", "",
               f"hsipipe / PyTorch = {ra['hsipipe_vs_pytorch']:.2f}x (target >= 1: "
-              f"{verdict(ra['hsipipe_vs_pytorch'] >= 1)}); 2 ranks / 1 rank = {ra['ranks_2_vs_1']:.2f}x (target >= 1.7x "
-              f"on 2 cores: {verdict(ra['ranks_2_vs_1'] >= 1.7)}). Time split, 1 rank: "
+              f"{verdict(ok_pt)}); 2 ranks / 1 rank = {ra['ranks_2_vs_1']:.2f}x (target >= 1.7x "
+              f"on 2 cores: {verdict(ok_r2)}). Time split, 1 rank: "
               + ", ".join(f"{k} {v:.3f}" for k, v in trn["time_split"]["hsipipe_1_rank"].items()) + "; 2 ranks: "
               + ", ".join(f"{k} {v:.3f}" for k, v in trn["time_split"]["hsipipe_2_ranks"].items()) + ".", "",
               ("GPU: " + m["gpu"] + ". This page's training figures are CPU figures; the NCCL run is not part of bench.sh."
@@ -362,10 +370,10 @@ def report(args):
     # ---- loader (issue 6)
     if ldr:
         ra = ldr["ratios"]
-        T.add("6", "loader: hsipipe / default DataLoader", ra["hsipipe_vs_default_dataloader"], ">=", 5)
-        T.add("6", "loader: fraction of the memcpy bandwidth bound", ra["fraction_of_bandwidth_bound"], ">=", 0.5, "{:.2f}")
-        T.add("6", "loader: hsipipe / hu1d consumption rate", ra["hsipipe_vs_hu1d_consumption"], ">=", 10)
-        T.add("6", "loader: hu1d data wait, share of an epoch", 100 * ra["hu1d_data_wait_fraction"], "<", 5, "{:.1f}%")
+        ok_dl = T.add("6", "loader: hsipipe / default DataLoader", ra["hsipipe_vs_default_dataloader"], ">=", 5)
+        ok_bw = T.add("6", "loader: fraction of the memcpy bandwidth bound", ra["fraction_of_bandwidth_bound"], ">=", 0.5, "{:.2f}")
+        ok_hu = T.add("6", "loader: hsipipe / hu1d consumption rate", ra["hsipipe_vs_hu1d_consumption"], ">=", 10)
+        ok_wait = T.add("6", "loader: hu1d data wait, share of an epoch", 100 * ra["hu1d_data_wait_fraction"], "<", 5, "{:.1f}%")
         S += ["## Loader (issue 6)", "",
               f"`scripts/bench_loader.sh`: samples/s delivered to a consumer that only touches each batch, for 11 x 11 "
               f"patches cut from a `cube` cache (float16 on disk; {ldr.get('scene', 'a 512 x 512 x 224 synthetic scene')}), "
@@ -377,25 +385,25 @@ def report(args):
               "| producer | samples/s |", "|---|---:|"]
         S += [f"| {n} | {f0(v)} |" for n, v in ldr["rows"]]
         S += ["", f"hsipipe (best of 1 and 2 threads) / default DataLoader = {ra['hsipipe_vs_default_dataloader']:.1f}x "
-              f"(target >= 5x: {verdict(ra['hsipipe_vs_default_dataloader'] >= 5)}); / tuned DataLoader = "
+              f"(target >= 5x: {verdict(ok_dl)}); / tuned DataLoader = "
               f"{ra['hsipipe_vs_tuned_dataloader']:.1f}x; fraction of the bandwidth bound = "
-              f"{ra['fraction_of_bandwidth_bound']:.2f} (target >= 0.5: {verdict(ra['fraction_of_bandwidth_bound'] >= 0.5)}); "
+              f"{ra['fraction_of_bandwidth_bound']:.2f} (target >= 0.5: {verdict(ok_bw)}); "
               f"hsipipe / hu1d consumption = {ra['hsipipe_vs_hu1d_consumption']:.1f}x (target >= 10x: "
-              f"{verdict(ra['hsipipe_vs_hu1d_consumption'] >= 10)}); hu1d's data wait = "
+              f"{verdict(ok_hu)}); hu1d's data wait = "
               f"{100 * ra['hu1d_data_wait_fraction']:.1f}% of the epoch (target < 5%: "
-              f"{verdict(ra['hu1d_data_wait_fraction'] < 0.05)}).", ""]
+              f"{verdict(ok_wait)}).", ""]
 
     # ---- cross-validation (issue 6)
     if cv:
         sc = cv["scene"]
         premise = cv["naive_decode_to_train_per_fold"]
         hs_dec = cv["decoded_scenes_hsipipe"]
-        T.add("6", "cross-validation: naive decode / train per fold (the premise)", premise, ">=", 3, "{:.1f}x")
-        T.rows.append(("6", "cross-validation: bytes decoded by hsipipe, in scenes", f"{hs_dec:.3f}x", "= 1x",
-                       abs(hs_dec - 1) < 0.005))
-        T.add("6", "cross-validation: hsipipe total / (one decode + 5 fold trainings)", cv["hsipipe_total_over_parts"],
+        ok_premise = T.add("6", "cross-validation: naive decode / train per fold (the premise)", premise, ">=", 3, "{:.1f}x")
+        ok_bytes = abs(hs_dec - 1) < 0.005
+        T.rows.append(("6", "cross-validation: bytes decoded by hsipipe, in scenes", f"{hs_dec:.3f}x", "= 1x", ok_bytes))
+        ok_over = T.add("6", "cross-validation: hsipipe total / (one decode + 5 fold trainings)", cv["hsipipe_total_over_parts"],
               "<=", 1.10, "{:.2f}")
-        T.add("6", "cross-validation: naive total / hsipipe total", cv["speedup"], ">=", 3, "{:.1f}x")
+        ok_speed = T.add("6", "cross-validation: naive total / hsipipe total", cv["speedup"], ">=", 3, "{:.1f}x")
         nf = cv["naive_folds"]
         ft = cv["hsipipe_fold_train_s"]
         overhead = cv["hsipipe_train_s"] - sum(ft)
@@ -425,18 +433,18 @@ def report(args):
             hs = f"{ft[i]:.2f}" if i < len(ft) else "-"
             S.append(f"| {f['fold']} | {f['decode_s']:.2f} | {f['train_s']:.2f} | {f['decode_s'] / f['train_s']:.1f}x | {hs} |")
         S += ["", f"The premise: the naive pipeline decodes a fold {premise:.1f}x as long as it trains it (>= 3x: "
-              f"{verdict(premise >= 3)}" + ("" if premise >= 3 else "; **this run does not test the case the issue "
+              f"{verdict(ok_premise)}" + ("" if ok_premise else "; **this run does not test the case the issue "
                                             "describes**, so its speed-up is not the claim") + "). "
               f"Bytes decoded: naive {cv['decoded_scenes_naive']:.2f}x the scene (every tile, every fold), hsipipe "
-              f"{hs_dec:.3f}x (target exactly 1x: {verdict(abs(hs_dec - 1) < 0.005)}; measured by hsipipe's readers as "
+              f"{hs_dec:.3f}x (target exactly 1x: {verdict(ok_bytes)}; measured by hsipipe's readers as "
               "the storage bytes of the tile rows they decoded, against those of all the scene's tiles: two ranks whose "
               "sample ranges meet inside a tile row both decode that row). hsipipe's total is "
               f"{cv['hsipipe_total_over_parts']:.2f}x its one decode plus its five fold trainings "
               f"({cv['hsipipe_decode_s']:.1f} + {sum(ft):.1f} s; target <= 1.10: "
-              f"{verdict(cv['hsipipe_total_over_parts'] <= 1.10)}): nothing is repeated, the rest is `hsipipe folds` "
+              f"{verdict(ok_over)}): nothing is repeated, the rest is `hsipipe folds` "
               f"({cv['hsipipe_folds_s']:.1f} s) and the train command's own {overhead:.1f} s (MPI and libtorch start-up, "
               "one shard load, writing results). Speed-up over naive: "
-              f"{cv['speedup']:.1f}x (target >= 3x: {verdict(cv['speedup'] >= 3)}). Both pipelines decode with the same "
+              f"{cv['speedup']:.1f}x (target >= 3x: {verdict(ok_speed)}). Both pipelines decode with the same "
               "C library (GDAL's DEFLATE), so the speed-up is what decoding once instead of five times buys; the "
               "accuracies differ a little because the mini-batch orders differ.", ""]
 

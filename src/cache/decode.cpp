@@ -28,6 +28,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/hash.hpp"
+#include "core/test_hook.hpp"
 #if __has_include("core/version.hpp")
 #include "core/version.hpp"
 #else
@@ -931,9 +932,7 @@ void Decoder::write_pass(Sink& sink) {
       kept_windows_.erase(bi);
     };
     auto store = [&](std::uint64_t first, std::uint64_t n, const char* placed) {
-      if (n > 0)
-        if (const char* d = std::getenv("HSIPIPE_TEST_DELAY_WRITE_MS"))  // tests: a window for kill -9 mid-write
-          ::usleep(static_cast<useconds_t>(std::atol(d)) * 1000u);
+      if (n > 0) test_pause("HSIPIPE_TEST_DELAY_WRITE_MS");  // a window for kill -9 mid-write
       const auto tw0 = Clock::now();
       sink.write(a, first, n, placed ? placed : bytes.data());
       t_.write += seconds_since(tw0);
@@ -1385,8 +1384,7 @@ DecodeResult Decoder::run() {
     }
     collective_step(comm_, "publishing the cache", [&] {
       if (rank_ != 0) return;
-      if (const char* d = std::getenv("HSIPIPE_TEST_DELAY_PUBLISH_MS"))  // tests: a window for kill -9
-        ::usleep(static_cast<useconds_t>(std::atol(d)) * 1000u);
+      test_pause("HSIPIPE_TEST_DELAY_PUBLISH_MS");  // a window for kill -9 before publishing
       fs::write_text_atomic(tmp + "/manifest.json", manifest);
       fsync_dir(tmp);
       std::string old;

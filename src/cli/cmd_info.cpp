@@ -182,7 +182,8 @@ int run_info(int argc, char** argv) {
 
   if (vm["decode-all"].as<bool>()) {
     const std::size_t row_floats = s.cols() * s.bands();
-    // ~1 MiB of floats: the consumer's buffer stays in L2, as a streaming consumer's would.
+    // ~1 MiB of floats, so the consumer's buffer stays in L2 as a streaming consumer's would (--block-rows
+    // overrides it; scripts/bench_decode.sh reports the rate this default gives).
     std::size_t block = std::max<std::size_t>(1, (1u << 20) / (row_floats * sizeof(float)));
     if (vm.count("block-rows")) {
       const long b = vm["block-rows"].as<long>();

@@ -7,8 +7,7 @@ namespace hsipipe::cli {
 
 /// Loads the training plugin once (later calls return the first result). Returns "" when it loaded or when
 /// this build has none (static build, or built without libtorch); otherwise why it could not be loaded,
-/// naming the paths tried. Looked for in $HSIPIPE_PLUGIN_DIR, next to the executable, then in
-/// ../lib/hsipipe and ../lib relative to it.
+/// naming the path. Looked for next to the executable, where the build puts it.
 std::string load_train_plugin();
 
 }  // namespace hsipipe::cli

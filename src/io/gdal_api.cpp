@@ -6,6 +6,7 @@
 #include <atomic>
 #include <filesystem>
 
+#include "core/dl.hpp"
 #include "core/error.hpp"
 
 #ifdef HSIPIPE_WITH_GDAL
@@ -28,12 +29,7 @@ const GdalApi* load() {
     std::error_code ec;
     if (std::filesystem::exists(p, ec)) path = p.string();
   }
-  // RTLD_NOW: a missing GDAL library is reported here, not in the middle of a read.
-  void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* why = ::dlerror();
-    throw IoError(path, std::string("cannot load hsipipe's GDAL reader: ") + (why ? why : "dlopen failed"));
-  }
+  void* h = load_library(path);  // a missing GDAL library is reported here, not in the middle of a read
   using Entry = const GdalApi* (*)();
   auto entry = reinterpret_cast<Entry>(::dlsym(h, "hsipipe_gdal_api"));
   if (!entry) throw IoError(path, "not hsipipe's GDAL reader (no hsipipe_gdal_api)");

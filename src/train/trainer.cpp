@@ -22,6 +22,7 @@
 #include "core/fs.hpp"
 #include "core/hash.hpp"
 #include "core/range.hpp"
+#include "core/test_hook.hpp"
 #include "dist/collective.hpp"
 #include "dist/comm.hpp"
 #include "folds/folds.hpp"
@@ -482,10 +483,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
       std::int64_t step = first;
       // tests: a fixed pause per step, so that a signal sent during the first epoch lands mid-fold however fast
       // the machine trains (tests/slurm/test_chain.sh)
-      static const long step_delay_ms = [] {
-        const char* d = std::getenv("HSIPIPE_TEST_STEP_DELAY_MS");
-        return d ? std::atol(d) : 0L;
-      }();
+      static const long step_delay_ms = test_delay_ms("HSIPIPE_TEST_STEP_DELAY_MS");
       for (; step < steps; ++step) {
         if (step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms));
         double t0 = now_s();

@@ -14,7 +14,7 @@
 // model against the cache layout/patch/bands (check_model_fits), the folds file against the cache
 // (sample count and sample table; StaleError naming both files), option values (ConfigError).
 // A rank-local failure during set-up (a file one rank cannot read) becomes an error on every rank
-// instead of a deadlock (Comm::all_ok).
+// instead of a deadlock (dist::collective_step), with the failing rank's exit code on every rank.
 //
 // Preemption: SIGTERM or SIGUSR1 sets a flag (async-signal-safe); between steps the ranks agree on
 // it (one allreduce), write a checkpoint at the current step and train() returns kExitPreempted after

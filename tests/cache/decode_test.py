@@ -26,12 +26,16 @@ MPIEXEC = shutil.which("mpiexec") or "mpiexec"
 FAILS = []
 
 
-def check(cond, what):
+def check(cond, what, log=None):
+    """Records a check; on failure also prints `log` (the output of the command checked)."""
     if cond:
         print("ok   ", what)
     else:
         print("FAIL ", what)
+        if log is not None:
+            print("---- output:\n" + log)
         FAILS.append(what)
+    return cond
 
 
 def write_envi(path, cube, dtype_code, extra=""):
@@ -192,9 +196,7 @@ def group_ranks(d):
                 out = os.path.join(d, "c_%s_%s_%d" % (layout, backend, R))
                 rc, log = decode(hdr, gt, out, R, ["--layout", layout, "--backend", backend, "--dtype", "float16",
                                                    "--drop-bands", "1-2,39"] + extra)
-                check(rc == 0, "decode %s %s R=%d exits 0" % (layout, backend, R))
-                if rc != 0:
-                    print(log)
+                if not check(rc == 0, "decode %s %s R=%d exits 0" % (layout, backend, R), log):
                     continue
                 m, arrs = load_arrays(out)
                 sums[(backend, R)] = m["data_checksum"]
@@ -220,9 +222,7 @@ def group_ranks(d):
                     check(all(open(f, "rb").read() == open(os.path.join(r1, os.path.basename(f)), "rb").read()
                               for f in files), "%s npy R=%d: .npy files byte-identical to R=1" % (layout, R))
                 rc, log = run(["verify", out, "--samples", "8"], ranks=0)
-                check(rc == 0 and "OK" in log, "verify %s %s R=%d" % (layout, backend, R))
-                if rc != 0:
-                    print(log)
+                check(rc == 0 and "OK" in log, "verify %s %s R=%d" % (layout, backend, R), log)
         check(len(set(sums.values())) == 1, "%s: data_checksum identical for npy/h5 and R=1..4 (%s)" %
               (layout, sorted(set(sums.values()))))
     check_source_hashes(d)
@@ -248,9 +248,7 @@ def check_source_hashes(d):
     for R in (1, 3):
         out = os.path.join(d, "hash_%d" % R)
         rc, log = decode(hdr, gt, out, R)
-        check(rc == 0, "decode of a 4-chunk scene with R=%d exits 0" % R)
-        if rc != 0:
-            print(log)
+        if not check(rc == 0, "decode of a 4-chunk scene with R=%d exits 0" % R, log):
             continue
         got[R] = {s["path"]: s["xxh3"] for s in manifest(out)["sources"]}
         rc, log = run(["verify", out, "--deep", "--samples", "4"], ranks=0)
@@ -286,9 +284,7 @@ def group_values(d):
         if layout != "pixel":
             extra += ["--patch", str(patch)]
         rc, log = decode(hdr, gt, out, 2, extra)
-        check(rc == 0, "decode " + name)
-        if rc != 0:
-            print(log)
+        if not check(rc == 0, "decode " + name, log):
             continue
         m, a = load_arrays(out)
         data, labels, coords, mean, std, comps = reference(hdr, gt, drop, norm, pca, layout, patch, border, dtype)
@@ -458,15 +454,12 @@ def group_errors(d):
     for i, (extra, msg) in enumerate(cases):
         out = os.path.join(d, "bad%d" % i)
         rc, log = decode(hdr, gt, out, 2, extra)
-        check(rc == 2 and msg in log, "bad option %s: exit 2 and '%s'" % (" ".join(extra), msg))
-        if not (rc == 2 and msg in log):
-            print("---- rc %d, output:\n%s" % (rc, log))
+        check(rc == 2 and msg in log, "bad option %s: exit 2 and '%s' (rc %d)" % (" ".join(extra), msg, rc), log)
         check(not os.path.exists(out) and not glob.glob(out + ".tmp-*"), "  ... nothing written")
     out = os.path.join(d, "zero")
     rc, log = decode(hdr, zero_gt + ".hdr", out, 2)
-    check(rc == 2 and "zero samples" in log and not os.path.exists(out), "zero samples: clear error, nothing written")
-    if rc != 2 or "zero samples" not in log:
-        print("---- rc %d, output:\n%s" % (rc, log))
+    check(rc == 2 and "zero samples" in log and not os.path.exists(out),
+          "zero samples: clear error, nothing written (rc %d)" % rc, log)
     out = os.path.join(d, "mixed")
     rc, log = run(["decode", "--scene", hdr, "--scene", hdr_b, "--labels", gt, "--labels", gt_b, "--out", out], ranks=2)
     check(rc == 2 and "different band counts" in log and not os.path.exists(out),
@@ -502,9 +495,7 @@ def group_tiled(d):
         for R in (1, 2, 3):
             out = os.path.join(d, "tif_%s_%d" % (layout, R))
             rc, log = decode(tif, gtif, out, R, ["--layout", layout, "--backend", "npy"] + extra)
-            check(rc == 0, "tiled: %s R=%d exits 0" % (layout, R))
-            if rc != 0:
-                print(log)
+            if not check(rc == 0, "tiled: %s R=%d exits 0" % (layout, R), log):
                 continue
             check(manifest(out)["data_checksum"] == want,
                   "tiled: %s R=%d data_checksum equals the ENVI scene's" % (layout, R))

@@ -1,13 +1,12 @@
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
+
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/hash.hpp"
+#include "support/test_util.hpp"
 
 TEST_CASE("SHA-256 matches the FIPS 180-2 test vector") {
   hsipipe::Sha256 h;
@@ -26,12 +25,10 @@ TEST_CASE("XXH3-64 streaming equals one-shot and the published empty-input value
 }
 
 TEST_CASE("chunked file hash: chunks, their order, an empty file, a short file") {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("hsipipe-hash-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const hsipipe::test::TempDir dir("hash");
   auto write = [&](const std::string& name, const std::string& bytes) {
-    std::ofstream(dir / name, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    return (dir / name).string();
+    std::ofstream(dir.path() / name, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return dir.str(name);
   };
   // two whole chunks and one byte: three chunk hashes, combined as little-endian u64
   std::string s(2 * hsipipe::kHashChunkBytes + 1, '\0');
@@ -54,5 +51,4 @@ TEST_CASE("chunked file hash: chunks, their order, an empty file, a short file")
   CHECK(hsipipe::xxh3_chunked_file(write("empty", "")) == hsipipe::xxh3_64("", 0));
   // a file shorter than its recorded size changed while hashing: an error naming it
   CHECK_THROWS_WITH(hsipipe::xxh3_file_chunks(write("short", "abc"), 10, 0, 1), Catch::Contains("short"));
-  fs::remove_all(dir);
 }

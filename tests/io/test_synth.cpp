@@ -27,12 +27,7 @@ std::vector<float> decode(const std::string& path) {
 
 TEST_CASE("synthetic scene is deterministic and the same in every interleave and byte order", "[synth]") {
   test::TempDir d("synth");
-  SynthOptions o;
-  o.rows = 40;
-  o.cols = 33;
-  o.bands = 50;
-  o.classes = 5;
-  o.seed = 99;
+  SynthOptions o{.rows = 40, .cols = 33, .bands = 50, .classes = 5, .seed = 99};
   std::vector<float> ref;
   std::vector<std::int32_t> ref_labels;
   int n = 0;
@@ -133,12 +128,7 @@ TEST_CASE("synthetic scene looks like a field scene", "[synth]") {
 }
 
 TEST_CASE("sparse ground truth: survey plots covering the labeled fraction, spectra unchanged", "[synth]") {
-  SynthOptions o;
-  o.rows = 256;
-  o.cols = 240;
-  o.bands = 20;
-  o.classes = 6;
-  o.seed = 7;
+  SynthOptions o{.rows = 256, .cols = 240, .bands = 20, .classes = 6, .seed = 7};
   const SynthScene full(o);
   const auto& F = full.labels();
   const std::size_t R = o.rows, C = o.cols;

@@ -158,7 +158,7 @@ TEST_CASE("train --fold all on 2 ranks reads one shard per rank; --fold I tasks 
   INFO(rep.output);
   REQUIRE(rep.status == 0);
   const auto s_tasks = read_json(tmp.str("tasks/summary.json"));
-  // the whole summary, key by key (a key only one side has shows up as null on the other), then as a whole
+  // the whole summary, key by key (a key only one side has shows up as null on the other)
   std::set<std::string> keys;
   for (const auto& [k, v] : s_all.items()) keys.insert(k);
   for (const auto& [k, v] : s_tasks.items()) keys.insert(k);
@@ -166,7 +166,6 @@ TEST_CASE("train --fold all on 2 ranks reads one shard per rank; --fold I tasks 
     INFO("summary.json key " << k);
     CHECK(s_tasks.value(k, nlohmann::json()) == s_all.value(k, nlohmann::json()));
   }
-  CHECK(s_tasks == s_all);
   CHECK(fs::read_text(tmp.str("tasks/summary.md")) == fs::read_text(tmp.str("all/summary.md")));
   // report over the --fold all run rewrites its summary unchanged
   const auto again = test::run(bin() + " report --quiet " + tmp.str("all"));

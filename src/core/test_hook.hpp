@@ -1,0 +1,22 @@
+#pragma once
+// core/test_hook: pauses the tests ask for through the environment (HSIPIPE_TEST_*_MS), so that a signal or a
+// kill -9 lands at a known point (mid-write, before publishing, mid-fold) however fast the machine is.
+// Unset: nothing happens.
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+namespace hsipipe {
+
+/// Milliseconds of the test pause named `var` (0 when unset).
+inline long test_delay_ms(const char* var) {
+  const char* d = std::getenv(var);
+  return d ? std::atol(d) : 0L;
+}
+
+/// Sleeps test_delay_ms(var) when positive.
+inline void test_pause(const char* var) {
+  if (const long ms = test_delay_ms(var); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+}  // namespace hsipipe
