@@ -60,9 +60,8 @@ HS_TRAIN=$(since "$t")
 HS_TOTAL=$(since "$T0")
 sed -n '/decode summary/,$p' "$W/decode.log"
 # what the readers decoded: the GeoTIFF storage bytes of the tile rows they decoded (each rank counts a tile row
-# once), from the decode summary's total line; compared below with the storage bytes of all the scene's tiles
-HS_READ=$(awk '$1 == "total" { v = $2; u = $3; m = u == "B" ? 1 : u == "KiB" ? 1024 : u == "MiB" ? 1048576 : u == "GiB" ? 1073741824 : 0;
-  if (m) printf "%.0f", v * m }' "$W/decode.log")
+# once), exact, from the manifest; compared below with the storage bytes of all the scene's tiles
+HS_READ=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["source_bytes_read"])' "$W/cache/manifest.json")
 
 echo "== naive: decode the GeoTIFF again for every fold, then train (PyTorch, /usr/bin/python3)"
 PYTHONUNBUFFERED=1 "$PY" - "$W" "$EPOCHS" <<'PY'

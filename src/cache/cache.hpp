@@ -7,7 +7,8 @@
 //                        backend, patch, border, scenes [{name, rows, cols}], label_values.
 //                        Also: params (every preprocessing parameter, compared for reuse), statistics
 //                        {over, count, mean, std, min, max, shift, scale}, pca, shape, libraries,
-//                        hsipipe_version, hsipipe_commit, created, host, ranks, bytes.
+//                        hsipipe_version, hsipipe_commit, created, host, ranks, bytes,
+//                        source_bytes_read (all ranks' readers; the same for any rank count).
 //                        sources [{path, size, mtime_ns, xxh3}]: xxh3 of a local file is the chunked
 //                        XXH3-64 of core/hash.hpp (16 MiB chunks, hashed by all ranks at once), named in
 //                        source_hash_method; format 1 used one XXH3-64 of the whole file.

@@ -173,7 +173,8 @@ class Decoder {
   void pca_pass();
   void write_pass(Sink& sink);
   std::string build_manifest(const nlohmann::json& params, const nlohmann::json& sources, const std::string& checksum,
-                             const std::string& tmp);
+                             std::uint64_t source_bytes_read);
+  std::uint64_t bytes_read() const;  ///< source bytes this rank's readers read
   void print_summary(double total_seconds, const Sink& sink);
   void progress(std::uint64_t done, std::uint64_t total, Clock::time_point t0, bool final = false);
 
@@ -968,8 +969,14 @@ void Decoder::write_pass(Sink& sink) {
   if (printed) progress(done, total_units, t_start, true);
 }
 
+std::uint64_t Decoder::bytes_read() const {
+  std::uint64_t n = 0;
+  for (const auto& st : sc_) n += st.scene->bytes_read();
+  return n;
+}
+
 std::string Decoder::build_manifest(const nlohmann::json& params, const nlohmann::json& sources,
-                                    const std::string& checksum, const std::string& tmp) {
+                                    const std::string& checksum, std::uint64_t source_bytes_read) {
   using nlohmann::json;
   json m;
   m["format_version"] = kFormatVersion;
@@ -986,6 +993,9 @@ std::string Decoder::build_manifest(const nlohmann::json& params, const nlohmann
   m["patch"] = opts_.layout == Layout::pixel ? 1 : p_;
   m["border"] = border_name(opts_.border);
   m["data_checksum"] = checksum;
+  // what the readers read from the sources, all ranks together: the same for any rank count (no source row or
+  // tile row is decoded by two ranks), so a larger value after a change would mean work done twice
+  m["source_bytes_read"] = source_bytes_read;
   m["checksum_method"] = "xxh3-64 of per-item xxh3-64 values, then of labels and coords (cache.hpp)";
   m["source_hash_method"] = "local files: xxh3-64 of the little-endian xxh3-64 values of their 16 MiB chunks "
                             "(core/hash.hpp); remote objects: xxh3-64 of the first hashed_bytes (docs/REMOTE.md)";
@@ -1057,14 +1067,11 @@ std::string Decoder::build_manifest(const nlohmann::json& params, const nlohmann
   m["bytes"] = {{"pixel", table_.size() * OB * es},
                 {"patch", table_.size() * OB * static_cast<std::uint64_t>(p_) * static_cast<std::uint64_t>(p_) * es},
                 {"cube", cube_elems * OB * es}};
-  (void)tmp;
   return m.dump(1);
 }
 
 void Decoder::print_summary(double total_seconds, const Sink& sink) {
-  std::uint64_t read = 0;
-  for (const auto& st : sc_) read += st.scene->bytes_read();
-  const std::vector<double> mine = {static_cast<double>(read), static_cast<double>(sink.bytes_written()),
+  const std::vector<double> mine = {static_cast<double>(bytes_read()), static_cast<double>(sink.bytes_written()),
                                     t_.read + t_.compute, t_.write};
   const auto all = comm_.allgatherv(mine);
   // Remote scenes (io::Scene::remote_stats, rank-local): requests, bytes fetched vs decoded, retries,
@@ -1360,6 +1367,7 @@ DecodeResult Decoder::run() {
       all_hashes = comm_.allgatherv(hashes_);
     }
     hasher.finish(comm_, sources);  // rank 0's sources get their hashes; fails everywhere if one failed
+    const std::uint64_t source_bytes_read = comm_.allreduce_sum(bytes_read());
     std::string manifest;
     std::string checksum;
     collective_step(comm_, "building the manifest", [&] {
@@ -1373,7 +1381,7 @@ DecodeResult Decoder::run() {
       all_hashes.push_back(xxh3_64(table_.label.data(), N * 4));
       all_hashes.push_back(xxh3_64(coords.data(), coords.size() * 4));
       checksum = hex64(xxh3_64(all_hashes.data(), all_hashes.size() * 8));
-      manifest = build_manifest(params, sources, checksum, tmp);
+      manifest = build_manifest(params, sources, checksum, source_bytes_read);
     });
     manifest = comm_.bcast_string(manifest);
     checksum = comm_.bcast_string(checksum);
