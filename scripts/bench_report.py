@@ -540,12 +540,14 @@ def plot(args):
             ("npy, 2 ranks", dm["npy_2_ranks"], HS), ("h5, 1 rank", dm["h5_1_rank"], HS),
             ("h5, 2 ranks", dm["h5_2_ranks"], HS), ("Python baseline", dm["python_baseline"], BASE)]))
     if ldr:
-        r = dict((n, v) for n, v in ldr["rows"])
-        names = list(r)
+        def row(prefix):  # bench_loader.sh's row whose name starts with prefix (its order may change)
+            return next(v for n, v in ldr["rows"] if n.startswith(prefix))
         panels.append(("Loader (issue 6), 11x11 patches/s", [
-            ("memcpy bound", r[names[4]], BOUND), ("hsipipe, 1 thread", r[names[0]], HS),
-            ("hsipipe, 2 threads", r[names[1]], HS), ("DataLoader default", r[names[2]], BASE),
-            ("DataLoader tuned", r[names[3]], BASE), ("hu1d consumption", r[names[5]], BASE)]))
+            ("memcpy bound", row("memcpy bandwidth bound"), BOUND), ("hsipipe, 1 thread", row("hsipipe loader, 1 thread"), HS),
+            ("hsipipe, 2 threads", row("hsipipe loader, 2 threads"), HS),
+            ("DataLoader default", row("PyTorch DataLoader, num_workers=0"), BASE),
+            ("DataLoader tuned", row("PyTorch DataLoader, best of"), BASE),
+            ("hu1d consumption", row("hu1d training consumption"), BASE)]))
     if trn:
         sp = trn["samples_per_s"]
         panels.append(("Training hu1d (issue 5), samples/s", [
