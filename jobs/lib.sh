@@ -96,6 +96,8 @@ hsipipe_on_signal() {
     return
   fi
   HSIPIPE_SIGNALLED=$1
+  # when the signal came: a checkpoint newer than this was written in answer to it (see hsipipe_run_preemptible)
+  [[ -n ${HSIPIPE_SIGNAL_MARK:-} ]] || HSIPIPE_SIGNAL_MARK=$(mktemp "${TMPDIR:-/tmp}/hsipipe-signal.XXXXXX" 2>/dev/null) || true
   if [[ -n $HSIPIPE_CHILD ]]; then
     # hsipipe treats SIGUSR1 and SIGTERM alike. Open MPI's mpiexec forwards SIGUSR1 and exits with the
     # ranks' status (75), but turns SIGTERM into a job abort (SIGKILL 1 s later, exit status 1): send it USR1.
@@ -126,6 +128,7 @@ hsipipe_requeue() {
   id=$(hsipipe_self_id)
   hsipipe_log "requeueing $id; the next attempt resumes from the checkpoint"
   HSIPIPE_REQUEUEING=1
+  [[ -z ${HSIPIPE_SIGNAL_MARK:-} ]] || rm -f "$HSIPIPE_SIGNAL_MARK"
   if scontrol requeue "$id"; then
     # slurmctld now ends this attempt; leaving first could record it as finished.
     sleep 300 &
@@ -151,6 +154,15 @@ hsipipe_run_preemptible() {
     kill -0 "$HSIPIPE_CHILD" 2>/dev/null || break
   done
   HSIPIPE_CHILD=""
+  # Every rank exits 75 after a preemption, but not at the same instant, and srun --kill-on-bad-exit ends the
+  # tasks still running when the first one exits non-zero: srun then reports the killed task's 143 or 137.
+  # A checkpoint written after the signal (HSIPIPE_CHECKPOINT, set by train.sbatch) says hsipipe did stop.
+  if [[ $rc != 0 && $rc != "$HSIPIPE_EXIT_PREEMPTED" && -n $HSIPIPE_SIGNALLED && -n ${HSIPIPE_SIGNAL_MARK:-} &&
+        -n ${HSIPIPE_CHECKPOINT:-} && ${HSIPIPE_CHECKPOINT:-} -nt $HSIPIPE_SIGNAL_MARK ]]; then
+    hsipipe_log "${HSIPIPE_LAUNCH[0]} exited with status $rc, but $HSIPIPE_CHECKPOINT was written after SIG$HSIPIPE_SIGNALLED (a rank ended by the launcher after the first one exited $HSIPIPE_EXIT_PREEMPTED)"
+    rc=$HSIPIPE_EXIT_PREEMPTED
+  fi
+  [[ -z ${HSIPIPE_SIGNAL_MARK:-} ]] || rm -f "$HSIPIPE_SIGNAL_MARK"
   if [[ $rc == "$HSIPIPE_EXIT_PREEMPTED" ]]; then
     hsipipe_log "preempted${HSIPIPE_SIGNALLED:+ (SIG$HSIPIPE_SIGNALLED)}: hsipipe wrote its checkpoint"
     hsipipe_requeue

@@ -62,4 +62,47 @@ out=$(HSIPIPE_SHARED_DIR=$W/shared HSIPIPE_PARTITION=gpu HSIPIPE_GPUS_PER_TASK=1
   "$HSIPIPE_SOURCE_DIR/scripts/submit.sh" --dry-run --fold 2 "$W/x.ini")
 grep -q -- '--partition=gpu .*--array=2 .*--gpus-per-task=a100:1' <<<"$out" || fail "--dry-run with site settings: $out"
 ok "submit.sh --dry-run"
+
+# jobs/lib.sh's preemption path when srun --kill-on-bad-exit ends a rank: every rank exits 75 after the
+# checkpoint, but the first to do so makes srun end the others, and srun reports their 143. The ranks here are
+# a script doing what hsipipe train's ranks do on SIGUSR1, with task 1 deliberately late (the race made
+# certain); srun, Slurm's signal delivery and requeue, and lib.sh are the real ones. The job must requeue.
+cat >"$W/ranks.sh" <<'EOF'
+#!/bin/bash
+[[ ${SLURM_RESTART_COUNT:-0} == 0 ]] || exit 0  # the requeued attempt: "resumed and finished"
+stop=0
+trap 'stop=1' USR1
+touch "$HSIPIPE_OUT/started.$SLURM_PROCID"
+while ((!stop)); do sleep 0.1; done
+if [[ $SLURM_PROCID == 0 ]]; then
+  echo checkpoint >"$HSIPIPE_CHECKPOINT.tmp" && mv "$HSIPIPE_CHECKPOINT.tmp" "$HSIPIPE_CHECKPOINT"
+  exit 75
+fi
+sleep 30
+exit 75
+EOF
+chmod +x "$W/ranks.sh"
+cat >"$W/preempt.sbatch" <<EOF
+#!/bin/bash
+#SBATCH --requeue
+#SBATCH --open-mode=append
+source "$HSIPIPE_SOURCE_DIR/jobs/lib.sh"
+hsipipe_trap_preemption
+export HSIPIPE_CHECKPOINT=\$HSIPIPE_OUT/checkpoint.pt
+hsipipe_run_preemptible
+EOF
+mkdir -p "$W/p"
+p=$(HSIPIPE_ROOT=$HSIPIPE_SOURCE_DIR HSIPIPE_EXE=$W/ranks.sh HSIPIPE_CONFIG=/dev/null HSIPIPE_OUT=$W/p \
+  sbatch --parsable -n 2 -o "$W/p.out" "$W/preempt.sbatch")
+for _ in $(seq 1 120); do [[ -e $W/p/started.0 && -e $W/p/started.1 ]] && break; sleep 0.5; done
+[[ -e $W/p/started.0 && -e $W/p/started.1 ]] || fail "preemption job: the 2 tasks did not start ($(cat "$W/p.out"))"
+scancel --signal=USR1 --batch "$p"
+wait_done "$p"
+cat "$W/p.out"
+[[ $(job_state "$p") == COMPLETED ]] || fail "preemption job with a rank ended by srun: $(job_state "$p")"
+grep -Eq "srun exited with status 1[0-9][0-9], but .*checkpoint.pt was written after SIGUSR1" "$W/p.out" \
+  || fail "lib.sh did not recognise the clean stop"
+grep -q "requeueing $p" "$W/p.out" || fail "the job did not requeue itself"
+[[ $(scontrol show job "$p" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p') == 1 ]] || fail "not exactly one restart"
+ok "preempted ranks that srun ended after the first exited 75: requeued, not failed"
 echo PASS
