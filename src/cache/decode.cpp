@@ -28,6 +28,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/hash.hpp"
+#include "core/overlap.hpp"
 #include "core/test_hook.hpp"
 #if __has_include("core/version.hpp")
 #include "core/version.hpp"
@@ -138,6 +139,7 @@ struct SceneState {
 
 struct Timers {
   double read = 0, compute = 0, write = 0;
+  double placing = 0;  ///< writing time spent by the building thread (npy: the file's pages); write is the writer's
   /// Wall time of each phase on this rank, in order (printed by rank 0: where a decode's time goes).
   std::vector<std::pair<const char*, double>> phases;
   Clock::time_point phase_start = Clock::now();
@@ -172,6 +174,7 @@ class Decoder {
   void stats_pass();
   void pca_pass();
   void write_pass(Sink& sink);
+  bool overlap_writes() const;
   std::string build_manifest(const nlohmann::json& params, const nlohmann::json& sources, const std::string& checksum,
                              std::uint64_t source_bytes_read);
   std::uint64_t bytes_read() const;  ///< source bytes this rank's readers read
@@ -209,6 +212,7 @@ class Decoder {
   std::vector<std::uint64_t> hashes_;  // per item, this rank, in item order
   std::vector<std::vector<std::uint64_t>> cube_hashes_;
   Timers t_;
+  std::string write_mode_;  ///< how write_pass wrote, for the summary
   Clock::time_point last_progress_{};
 };
 
@@ -288,7 +292,9 @@ void Decoder::open_inputs() {
 /// Rows per block so that one block's decoded rows stay near 32 MiB.
 std::size_t rows_per_block(std::size_t cols, int bands) {
   const std::size_t row_bytes = cols * static_cast<std::size_t>(bands) * sizeof(float);
-  return std::max<std::size_t>(1, (32ull << 20) / std::max<std::size_t>(1, row_bytes));
+  // 32 MiB of float32 rows; the tests ask for small blocks (many collective rounds on a small scene)
+  static const std::size_t block_bytes = test_value("HSIPIPE_TEST_BLOCK_BYTES", 32ull << 20);
+  return std::max<std::size_t>(1, block_bytes / std::max<std::size_t>(1, row_bytes));
 }
 
 void Decoder::validity_pass() {
@@ -835,6 +841,18 @@ void Decoder::progress(std::uint64_t done, std::uint64_t total, Clock::time_poin
                rate, eta, total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
 }
 
+/// h5: whether block k+1 is built while block k goes through the collective write (core/overlap.hpp), so
+/// that a rank waiting in the write (the other ranks, the file's inode lock, writeback) builds meanwhile.
+/// The writing thread then makes every MPI and HDF5 call of the pass, which needs MPI_THREAD_SERIALIZED
+/// and a build that calls neither: it reads no source (keep_samples_) or only scenes that do not use the
+/// HDF5 library, which Debian builds without thread safety. HSIPIPE_DECODE_OVERLAP=0 turns it off.
+bool Decoder::overlap_writes() const {
+  if (const char* e = std::getenv("HSIPIPE_DECODE_OVERLAP"); e && std::string(e) == "0") return false;
+  if (dist::thread_level() < MPI_THREAD_SERIALIZED) return false;
+  if (keep_samples_) return true;
+  return std::none_of(sc_.begin(), sc_.end(), [](const SceneState& st) { return st.scene->uses_hdf5(); });
+}
+
 void Decoder::write_pass(Sink& sink) {
   const int OB = pre_.out_bands();
   const DType dt = opts_.dtype;
@@ -846,19 +864,18 @@ void Decoder::write_pass(Sink& sink) {
   std::vector<std::vector<std::size_t>> blocks_of(static_cast<std::size_t>(n_arrays_data));
   for (std::size_t bi = 0; bi < write_plan_.size(); ++bi)
     blocks_of[opts_.layout == Layout::cube ? static_cast<std::size_t>(write_plan_[bi].scene) : 0].push_back(bi);
-  std::uint64_t total_units = 0, done = 0;
+  std::uint64_t total_units = 0, done = 0, all_rounds = 0;
   for (const auto& b : write_plan_) total_units += opts_.layout == Layout::cube ? b.r1 - b.r0 : b.s1 - b.s0;
   const auto t_start = Clock::now();
   last_progress_ = Clock::time_point{};
   if (rank_ == 0) last_progress_ = t_start;  // first line after one second
   bool printed = false;
   std::vector<float> fout;
-  std::vector<char> bytes;
   RowWindow scratch;
   for (int a = 0; a < n_arrays_data; ++a) {
     const auto& mine = blocks_of[static_cast<std::size_t>(a)];
     // Builds this rank's block k (nothing past its last block): the item range and where its bytes are.
-    auto build = [&](std::uint64_t k, std::uint64_t& first, std::uint64_t& n, const char*& placed) {
+    auto build = [&](std::uint64_t k, std::uint64_t& first, std::uint64_t& n, const char*& placed, std::vector<char>& bytes) {
       if (k >= mine.size()) return;
       const std::size_t bi = mine[k];
       const Block& b = write_plan_[bi];
@@ -926,16 +943,17 @@ void Decoder::write_pass(Sink& sink) {
         store_values(fout.data(), fout.size(), dt, bytes.data());
         const std::size_t item = n ? bytes.size() / n : 0;
         for (std::uint64_t i = 0; i < n; ++i) hv.push_back(xxh3_64(bytes.data() + i * item, item));
+        placed = bytes.data();
       }
       t_.compute += seconds_since(t0) - placing;
-      t_.write += placing;
+      t_.placing += placing;
       // the window is no longer needed
       kept_windows_.erase(bi);
     };
     auto store = [&](std::uint64_t first, std::uint64_t n, const char* placed) {
       if (n > 0) test_pause("HSIPIPE_TEST_DELAY_WRITE_MS");  // a window for kill -9 mid-write
       const auto tw0 = Clock::now();
-      sink.write(a, first, n, placed ? placed : bytes.data());
+      sink.write(a, first, n, placed);
       t_.write += seconds_since(tw0);
       done += n;
       if (rank_ == 0 && opts_.progress && std::chrono::duration<double>(Clock::now() - last_progress_).count() >= 1.0) {
@@ -946,25 +964,45 @@ void Decoder::write_pass(Sink& sink) {
     if (sink.independent_writes()) {
       // npy: each rank writes its own byte ranges; nothing needs the ranks in step, so a failure is
       // checked once, after this rank's last block (no rank waits for another at every block).
+      write_mode_ = "independent (each rank stores its own byte ranges)";
       collective_step(comm_, "decoding and writing the blocks", [&] {
+        std::vector<char> bytes;
         for (std::uint64_t k = 0; k < mine.size(); ++k) {
           std::uint64_t first = 0, n = 0;
           const char* placed = nullptr;
-          build(k, first, n, placed);
+          build(k, first, n, placed, bytes);
           store(first, n, placed);
         }
       });
       continue;
     }
     // h5: every rank takes part in the same number of collective writes; a block that failed on any
-    // rank fails every rank before the write.
-    const std::uint64_t rounds = comm_.allreduce_max<std::uint64_t>(mine.size());
-    for (std::uint64_t k = 0; k < rounds; ++k) {
+    // rank fails every rank before the write. The next block is built while this one is written (HDF5 and
+    // MPI on the writing thread only), when the build calls neither: see overlap_writes(). Costs one more
+    // block of output bytes per rank (the second slot).
+    struct Slot {
       std::uint64_t first = 0, n = 0;
-      const char* placed = nullptr;  // where the block was built, when not in `bytes`
-      collective_step(comm_, "decoding a block", [&] { build(k, first, n, placed); });
-      store(first, n, placed);
-    }
+      const char* placed = nullptr;  // where the block was built: the slot's bytes (h5 places nothing)
+      std::vector<char> bytes;
+    };
+    const std::uint64_t rounds = comm_.allreduce_max<std::uint64_t>(mine.size());
+    const bool overlap = overlap_writes();
+    all_rounds += rounds;
+    write_mode_ = "collective, " + std::to_string(all_rounds) + " rounds, " +
+                  (overlap ? "each overlapped with building the next block" : "in turn with building the blocks");
+    overlap_rounds<Slot>(
+        rounds, overlap,
+        [&](std::uint64_t k, Slot& s) {
+          s.first = s.n = 0;
+          s.placed = nullptr;
+          build(k, s.first, s.n, s.placed, s.bytes);
+        },
+        [&](std::uint64_t, Slot& s, const std::exception_ptr& err) {
+          collective_step(comm_, "decoding a block", [&] {
+            if (err) std::rethrow_exception(err);
+          });
+          store(s.first, s.n, s.placed);
+        });
   }
   if (printed) progress(done, total_units, t_start, true);
 }
@@ -1072,7 +1110,7 @@ std::string Decoder::build_manifest(const nlohmann::json& params, const nlohmann
 
 void Decoder::print_summary(double total_seconds, const Sink& sink) {
   const std::vector<double> mine = {static_cast<double>(bytes_read()), static_cast<double>(sink.bytes_written()),
-                                    t_.read + t_.compute, t_.write};
+                                    t_.read + t_.compute, t_.write + t_.placing};
   const auto all = comm_.allgatherv(mine);
   // Remote scenes (io::Scene::remote_stats, rank-local): requests, bytes fetched vs decoded, retries,
   // latencies; gathered by every rank (COLLECTIVE, same calls on all ranks), printed by rank 0.
@@ -1120,6 +1158,7 @@ void Decoder::print_summary(double total_seconds, const Sink& sink) {
     o << (i ? "," : "") << " " << t_.phases[i].first << " " << std::fixed << std::setprecision(2) << t_.phases[i].second
       << " s";
   o << std::defaultfloat << "\n";
+  o << "  writes: " << write_mode_ << "\n";
   double remote = 0, rq = 0, fetched = 0, decoded = 0, retries = 0;
   for (int r = 0; r < R_; ++r) {
     const double* v = rall.data() + 5 * r;

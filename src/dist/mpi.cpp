@@ -71,7 +71,7 @@ Environment::Environment(int* argc, char*** argv) {
   if (init) {
     MPI_Query_thread(&provided_);
   } else {
-    HSIPIPE_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided_));
+    HSIPIPE_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided_));
     owns_ = true;
     nodelay_launcher_sockets();
   }
@@ -80,6 +80,13 @@ Environment::Environment(int* argc, char*** argv) {
                    " but hsipipe needs MPI_THREAD_FUNNELED (loader threads run beside MPI)");
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+int thread_level() noexcept {
+  int init = 0, level = MPI_THREAD_SINGLE;
+  MPI_Initialized(&init);
+  if (init) MPI_Query_thread(&level);
+  return level;
 }
 
 Environment::~Environment() {

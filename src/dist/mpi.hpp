@@ -20,7 +20,9 @@ namespace hsipipe::dist {
 void check_mpi(int rc, const char* call, const std::source_location& loc = std::source_location::current());
 #define HSIPIPE_MPI(call) ::hsipipe::dist::check_mpi((call), #call)
 
-/// Owns MPI's lifetime. Requires MPI_THREAD_FUNNELED (loader threads never call MPI).
+/// Owns MPI's lifetime. Asks for MPI_THREAD_SERIALIZED (one thread at a time calls MPI, not always the
+/// main one: the decoder's writing thread) and requires at least MPI_THREAD_FUNNELED (loader threads
+/// never call MPI); code that hands MPI to another thread checks thread_level() first.
 class Environment {
  public:
   Environment(int* argc, char*** argv);
@@ -33,6 +35,9 @@ class Environment {
   int provided_ = 0;
   bool owns_ = false;
 };
+
+/// The thread level MPI provides (MPI_Query_thread; MPI_THREAD_SINGLE before MPI_Init).
+int thread_level() noexcept;
 
 template <class T> MPI_Datatype mpi_type();
 template <> inline MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }

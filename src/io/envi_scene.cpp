@@ -142,6 +142,7 @@ class EnviScene final : public Scene {
   const BandInfo& band_info() const override { return h_.band_info; }
   std::optional<double> ignore_value() const override { return h_.ignore_value; }
   std::string format() const override { return "ENVI"; }
+  bool uses_hdf5() const override { return false; }  // pread or mmap of the data file, nothing else
   std::vector<std::string> source_files() const override { return {files_.header, files_.data}; }
   std::uint64_t bytes_read() const override { return bytes_read_.load(std::memory_order_relaxed); }
 

@@ -71,6 +71,11 @@ class Scene {
   /// all of it). Ranks split rows at multiples of it so that no unit is decoded twice. 1 for ENVI.
   virtual std::size_t block_rows() const { return 1; }
 
+  /// Whether read_rows() may call into the HDF5 library (MATLAB v7.3 through matio, HDF5 input, GDAL's HDF
+  /// drivers). Debian's parallel HDF5 is not thread-safe: such a scene is never read beside another thread's
+  /// HDF5 calls (see cache::Decoder::overlap_writes). True unless a reader knows better.
+  virtual bool uses_hdf5() const { return true; }
+
   /// Format name for `info` ("ENVI", "MATLAB v5", "GTiff", "HDF5", ...).
   virtual std::string format() const = 0;
   /// Human-readable storage details for `info`: interleave, byte order, compression, tiling.
