@@ -1,14 +1,17 @@
 #include "core/fs.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/error.hpp"
 
@@ -88,6 +91,13 @@ std::uint64_t free_bytes(const std::string& path) {
   const std::string p = existing_parent(path);
   if (::statfs(p.c_str(), &s) != 0) throw IoError(p, "statfs", errno);
   return static_cast<std::uint64_t>(s.f_bavail) * static_cast<std::uint64_t>(s.f_bsize);
+}
+
+std::size_t cpus_available() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 std::string hostname() {

@@ -27,4 +27,7 @@ std::uint64_t free_bytes(const std::string& path);
 
 std::string hostname();
 
+/// CPUs this process may run on (its affinity mask: mpiexec/srun binding), at least 1.
+std::size_t cpus_available();
+
 }  // namespace hsipipe::fs

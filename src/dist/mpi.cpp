@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 namespace hsipipe::dist {
@@ -130,6 +131,16 @@ Comm Comm::split_shared() const {
 }
 
 void Comm::barrier() const { HSIPIPE_MPI(MPI_Barrier(comm_)); }
+
+void Comm::barrier_sleeping(std::chrono::microseconds poll) const {
+  MPI_Request req = MPI_REQUEST_NULL;
+  HSIPIPE_MPI(MPI_Ibarrier(comm_, &req));
+  for (int done = 0;;) {
+    HSIPIPE_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(poll);
+  }
+}
 
 std::string Comm::bcast_string(const std::string& s, int root) const {
   std::uint64_t n = s.size();

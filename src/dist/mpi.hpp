@@ -7,6 +7,7 @@
 // the same order, with matching arguments (the same count for allreduce; any count for allgatherv).
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <source_location>
 #include <string>
@@ -66,6 +67,9 @@ class Comm {
   Comm split_shared() const;
 
   void barrier() const;                                     ///< COLLECTIVE
+  /// COLLECTIVE. A barrier that sleeps `poll` between tests (MPI_Ibarrier + MPI_Test) instead of spinning in
+  /// MPI's progress loop, so that a waiting thread leaves its core to the process's other threads.
+  void barrier_sleeping(std::chrono::microseconds poll) const;
   template <class T> void allreduce_sum(T* data, int n) const {  ///< COLLECTIVE, in place
     HSIPIPE_MPI(MPI_Allreduce(MPI_IN_PLACE, data, n, mpi_type<T>(), MPI_SUM, comm_));
   }

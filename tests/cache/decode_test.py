@@ -252,7 +252,8 @@ def group_ranks(d):
               (layout, sorted(set(sums.values()))))
     # A scene read through the HDF5 library (HDF5 input here; MATLAB v7.3 and GDAL's HDF drivers alike) is never
     # read beside the writing thread's HDF5 calls (the library is not thread-safe): the patch layout, which
-    # reads the scene while writing, writes in turn; the bytes are those of the same scene from ENVI.
+    # reads the scene while writing, writes in turn even when overlap is asked for; the bytes are those of the
+    # same scene from ENVI.
     cube = np.asarray(envi.open(hdr).load())
     h5in = os.path.join(d, "a_input.h5")
     with h5py.File(h5in, "w") as f:
@@ -260,12 +261,22 @@ def group_ranks(d):
     out_i = os.path.join(d, "c_patch_h5input_2")
     rc, log = decode(h5in + ":/cube", gt, out_i, 2, ["--layout", "patch", "--patch", "5", "--backend", "h5",
                                                       "--dtype", "float16", "--drop-bands", "1-2,39"],
-                     env={"HSIPIPE_TEST_BLOCK_BYTES": "24000"})
+                     env={"HSIPIPE_TEST_BLOCK_BYTES": "24000", "HSIPIPE_DECODE_OVERLAP": "1"})
     ok = rc == 0 and "in turn with building" in log
     if ok:
         a, b = load_arrays(out_i)[1], load_arrays(os.path.join(d, "c_patch_h5_1"))[1]
         ok = all(np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes() for k in ("samples", "labels", "coords"))
     check(ok, "patch h5 R=2 from an HDF5 input scene: writes in turn with reading; samples equal the ENVI scene's", log)
+    # Without HSIPIPE_DECODE_OVERLAP, a rank overlaps only when it may use a second CPU (its affinity mask)
+    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", HSIPIPE_TEST_BLOCK_BYTES="24000")
+    e.pop("HSIPIPE_DECODE_OVERLAP", None)
+    for bind, want in (("core", "in turn with building"),
+                       ("none", "overlapped with building" if len(os.sched_getaffinity(0)) >= 2 else "in turn with building")):
+        out_b = os.path.join(d, "c_bind_" + bind)
+        p = subprocess.run([MPIEXEC, "--bind-to", bind, "-n", "1", BIN, "decode", "--scene", hdr, "--labels", gt,
+                            "--out", out_b, "--no-progress", "--backend", "h5"], capture_output=True, text=True, env=e)
+        log = p.stdout + p.stderr
+        check(p.returncode == 0 and want in log, "h5, 1 rank, mpiexec --bind-to %s: writes %s" % (bind, want), log)
     check_source_hashes(d)
 
 
