@@ -992,7 +992,9 @@ void Decoder::write_pass(Sink& sink) {
       std::vector<char> bytes;
     };
     const std::uint64_t rounds = comm_.allreduce_max<std::uint64_t>(mine.size());
-    const bool overlap = overlap_writes();
+    // COLLECTIVE: the same on every rank (the writing thread's sleeping barrier is a collective call, and
+    // the summary speaks for all): overlapped only when every rank can
+    const bool overlap = comm_.allreduce_min<std::int32_t>(overlap_writes() ? 1 : 0) == 1;
     all_rounds += rounds;
     write_mode_ = "collective, " + std::to_string(all_rounds) + " rounds, " +
                   (overlap ? "each overlapped with building the next block" : "in turn with building the blocks");
@@ -1004,6 +1006,7 @@ void Decoder::write_pass(Sink& sink) {
           build(k, s.first, s.n, s.placed, s.bytes);
         },
         [&](std::uint64_t, Slot& s, const std::exception_ptr& err) {
+          h5::Silence quiet;  // on this thread too (a thread-safe HDF5 keeps the setting per thread)
           // Overlapped, the writing thread waits for the other ranks asleep, not in MPI's spinning progress
           // loop, whose CPU time the building thread could use
           if (overlap) comm_.barrier_sleeping(std::chrono::microseconds(50));

@@ -80,27 +80,37 @@ void overlap_rounds(std::uint64_t rounds, bool threaded, Produce&& produce, Cons
   } catch (const std::system_error&) {
     return sequential(0);  // no thread to be had: the same work, in turn
   }
-  for (std::uint64_t k = 0; k < rounds; ++k) {
-    {
-      std::unique_lock l(m);
-      cv.wait(l, [&] { return consumer_failed || consumed + 2 > k; });  // slot k % 2 is free
-      if (consumer_failed) break;
-    }
-    const bool ok = produce_one(k);
+  // Ends production and joins the helper, also when this thread throws (a mutex or condition variable
+  // failing): a joinable std::thread must not be destroyed.
+  auto finish = [&]() noexcept {
     {
       std::lock_guard l(m);
-      produced = k + 1;
-      producing_done = !ok || k + 1 == rounds;
+      producing_done = true;
     }
     cv.notify_all();
-    if (!ok) break;
+    helper.join();
+  };
+  try {
+    for (std::uint64_t k = 0; k < rounds; ++k) {
+      {
+        std::unique_lock l(m);
+        cv.wait(l, [&] { return consumer_failed || consumed + 2 > k; });  // slot k % 2 is free
+        if (consumer_failed) break;
+      }
+      const bool ok = produce_one(k);
+      {
+        std::lock_guard l(m);
+        produced = k + 1;
+        producing_done = !ok || k + 1 == rounds;
+      }
+      cv.notify_all();
+      if (!ok) break;
+    }
+  } catch (...) {
+    finish();
+    throw;
   }
-  {
-    std::lock_guard l(m);
-    producing_done = true;
-  }
-  cv.notify_all();
-  helper.join();
+  finish();
   if (consumer_error) std::rethrow_exception(consumer_error);
 }
 
