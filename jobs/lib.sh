@@ -87,6 +87,18 @@ hsipipe_self_id() {
 
 # Exit status of `hsipipe train` after a SIGUSR1/SIGTERM made it checkpoint and stop (src/train/trainer.hpp).
 HSIPIPE_EXIT_PREEMPTED=75
+
+# Identity (device, inode, size, mtime) of every checkpoint matching the glob HSIPIPE_CHECKPOINTS (set by the
+# train scripts), one line each. hsipipe writes a checkpoint under a temporary name and renames it, so a
+# checkpoint written since an earlier call has a new inode: no clock is compared (the batch node's and the
+# shared file system's need not agree, nor their timestamps' resolution).
+hsipipe_checkpoint_state() {
+  local f
+  [[ -n ${HSIPIPE_CHECKPOINTS:-} ]] || return 0
+  while IFS= read -r f; do
+    stat -c '%n %d %i %s %Y' "$f" 2>/dev/null || true
+  done < <(compgen -G "$HSIPIPE_CHECKPOINTS" || true)
+}
 HSIPIPE_SIGNALLED=""
 HSIPIPE_CHILD=""
 
@@ -96,8 +108,8 @@ hsipipe_on_signal() {
     return
   fi
   HSIPIPE_SIGNALLED=$1
-  # when the signal came: a checkpoint newer than this was written in answer to it (see hsipipe_run_preemptible)
-  [[ -n ${HSIPIPE_SIGNAL_MARK:-} ]] || HSIPIPE_SIGNAL_MARK=$(mktemp "${TMPDIR:-/tmp}/hsipipe-signal.XXXXXX" 2>/dev/null) || true
+  # the checkpoints as the signal found them: one written in answer to it differs (see hsipipe_run_preemptible)
+  [[ -n ${HSIPIPE_CHECKPOINTS_AT_SIGNAL+set} ]] || HSIPIPE_CHECKPOINTS_AT_SIGNAL=$(hsipipe_checkpoint_state)
   if [[ -n $HSIPIPE_CHILD ]]; then
     # hsipipe treats SIGUSR1 and SIGTERM alike. Open MPI's mpiexec forwards SIGUSR1 and exits with the
     # ranks' status (75), but turns SIGTERM into a job abort (SIGKILL 1 s later, exit status 1): send it USR1.
@@ -128,7 +140,6 @@ hsipipe_requeue() {
   id=$(hsipipe_self_id)
   hsipipe_log "requeueing $id; the next attempt resumes from the checkpoint"
   HSIPIPE_REQUEUEING=1
-  [[ -z ${HSIPIPE_SIGNAL_MARK:-} ]] || rm -f "$HSIPIPE_SIGNAL_MARK"
   if scontrol requeue "$id"; then
     # slurmctld now ends this attempt; leaving first could record it as finished.
     sleep 300 &
@@ -155,14 +166,16 @@ hsipipe_run_preemptible() {
   done
   HSIPIPE_CHILD=""
   # Every rank exits 75 after a preemption, but not at the same instant, and srun --kill-on-bad-exit ends the
-  # tasks still running when the first one exits non-zero: srun then reports the killed task's 143 or 137.
-  # A checkpoint written after the signal (HSIPIPE_CHECKPOINT, set by train.sbatch) says hsipipe did stop.
-  if [[ $rc != 0 && $rc != "$HSIPIPE_EXIT_PREEMPTED" && -n $HSIPIPE_SIGNALLED && -n ${HSIPIPE_SIGNAL_MARK:-} &&
-        -n ${HSIPIPE_CHECKPOINT:-} && ${HSIPIPE_CHECKPOINT:-} -nt $HSIPIPE_SIGNAL_MARK ]]; then
-    hsipipe_log "${HSIPIPE_LAUNCH[0]} exited with status $rc, but $HSIPIPE_CHECKPOINT was written after SIG$HSIPIPE_SIGNALLED (a rank ended by the launcher after the first one exited $HSIPIPE_EXIT_PREEMPTED)"
-    rc=$HSIPIPE_EXIT_PREEMPTED
+  # tasks still running when the first one exits non-zero (SIGTERM, then SIGKILL): srun then reports their
+  # 143 or 137. A checkpoint written since the signal says hsipipe did stop cleanly.
+  if [[ ($rc == 143 || $rc == 137) && -n $HSIPIPE_SIGNALLED && -n ${HSIPIPE_CHECKPOINTS_AT_SIGNAL+set} ]]; then
+    local now
+    now=$(hsipipe_checkpoint_state)
+    if [[ -n $now && $now != "$HSIPIPE_CHECKPOINTS_AT_SIGNAL" ]]; then
+      hsipipe_log "${HSIPIPE_LAUNCH[0]} exited with status $rc, but a checkpoint was written after SIG$HSIPIPE_SIGNALLED ($HSIPIPE_CHECKPOINTS): a rank ended by the launcher after the first one exited $HSIPIPE_EXIT_PREEMPTED"
+      rc=$HSIPIPE_EXIT_PREEMPTED
+    fi
   fi
-  [[ -z ${HSIPIPE_SIGNAL_MARK:-} ]] || rm -f "$HSIPIPE_SIGNAL_MARK"
   if [[ $rc == "$HSIPIPE_EXIT_PREEMPTED" ]]; then
     hsipipe_log "preempted${HSIPIPE_SIGNALLED:+ (SIG$HSIPIPE_SIGNALLED)}: hsipipe wrote its checkpoint"
     hsipipe_requeue

@@ -75,7 +75,7 @@ trap 'stop=1' USR1
 touch "$HSIPIPE_OUT/started.$SLURM_PROCID"
 while ((!stop)); do sleep 0.1; done
 if [[ $SLURM_PROCID == 0 ]]; then
-  echo checkpoint >"$HSIPIPE_CHECKPOINT.tmp" && mv "$HSIPIPE_CHECKPOINT.tmp" "$HSIPIPE_CHECKPOINT"
+  echo checkpoint >"$HSIPIPE_CHECKPOINTS.tmp" && mv "$HSIPIPE_CHECKPOINTS.tmp" "$HSIPIPE_CHECKPOINTS"
   exit 75
 fi
 sleep 30
@@ -88,7 +88,7 @@ cat >"$W/preempt.sbatch" <<EOF
 #SBATCH --open-mode=append
 source "$HSIPIPE_SOURCE_DIR/jobs/lib.sh"
 hsipipe_trap_preemption
-export HSIPIPE_CHECKPOINT=\$HSIPIPE_OUT/checkpoint.pt
+export HSIPIPE_CHECKPOINTS=\$HSIPIPE_OUT/checkpoint.pt
 hsipipe_run_preemptible
 EOF
 mkdir -p "$W/p"
@@ -100,7 +100,7 @@ scancel --signal=USR1 --batch "$p"
 wait_done "$p"
 cat "$W/p.out"
 [[ $(job_state "$p") == COMPLETED ]] || fail "preemption job with a rank ended by srun: $(job_state "$p")"
-grep -Eq "srun exited with status 1[0-9][0-9], but .*checkpoint.pt was written after SIGUSR1" "$W/p.out" \
+grep -Eq "srun exited with status 1[0-9][0-9], but a checkpoint was written after SIGUSR1" "$W/p.out" \
   || fail "lib.sh did not recognise the clean stop"
 grep -q "requeueing $p" "$W/p.out" || fail "the job did not requeue itself"
 [[ $(scontrol show job "$p" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p') == 1 ]] || fail "not exactly one restart"
