@@ -209,13 +209,15 @@ def group_ranks(d):
                         np.asarray(arrs[k]).tobytes() == np.asarray(ref_arrays[k]).tobytes() for k in arrs)
                     check(same, "%s %s: R=%d arrays byte-identical to R=1" % (layout, backend, R))
                 if R in (2, 3) and ref_arrays is not None:
-                    # small blocks: many blocks per rank, ranks with different block counts (empty collective
-                    # rounds), and h5 writes overlapped with building the next block, or in turn; same bytes
+                    # small blocks (and h5 pixel pieces of 16 samples): many blocks per rank, ranks with
+                    # different block counts (empty collective rounds), and h5 writes overlapped with building
+                    # the next unit, or in turn; same bytes
                     for ov in ("1", "0") if backend == "h5" else ("1",):
                         out_s = out + "_blocks" + ov
                         rc, log = decode(hdr, gt, out_s, R, ["--layout", layout, "--backend", backend, "--dtype", "float16",
                                                              "--drop-bands", "1-2,39"] + extra,
-                                         env={"HSIPIPE_TEST_BLOCK_BYTES": "24000", "HSIPIPE_DECODE_OVERLAP": ov})
+                                         env={"HSIPIPE_TEST_BLOCK_BYTES": "24000", "HSIPIPE_DECODE_OVERLAP": ov,
+                                              "HSIPIPE_TEST_PIECE_BYTES": "1120"})
                         mode = "overlapped with building" if ov == "1" else "in turn with building"
                         if backend == "npy":
                             mode = "independent"
@@ -229,7 +231,7 @@ def group_ranks(d):
                               log)
                         if backend == "h5" and rc == 0:
                             rounds = re.search(r"writes: collective, (\d+) rounds", log)
-                            check(rounds is not None and int(rounds.group(1)) >= 6,
+                            check(rounds is not None and int(rounds.group(1)) >= (30 if layout == "pixel" else 6),
                                   "%s h5 R=%d, 3-row blocks: several collective rounds (%s)" % (
                                       layout, R, rounds.group(1) if rounds else "none"), log)
                 if backend == "npy" and R == 2 and layout == "pixel":
