@@ -551,16 +551,16 @@ void Decoder::read_window(int s, std::size_t rr0, std::size_t rr1, RowWindow& w)
   w.data.resize(w.nrows * row_floats);
   // Rows another rank decoded (received in exchange_boundary_rows) are copied; runs of the others are read.
   static const std::map<std::size_t, std::vector<float>> none;
-  const auto& foreign = predecoded_.empty() ? none : predecoded_[static_cast<std::size_t>(s)];
+  const auto& pre = predecoded_.empty() ? none : predecoded_[static_cast<std::size_t>(s)];
   std::size_t r = rr0;
   while (r < rr1) {
-    if (const auto it = foreign.find(r); it != foreign.end()) {
+    if (const auto it = pre.find(r); it != pre.end()) {
       std::copy(it->second.begin(), it->second.end(), w.data.begin() + static_cast<std::ptrdiff_t>((r - rr0) * row_floats));
       ++r;
       continue;
     }
     std::size_t e = r + 1;
-    while (e < rr1 && !foreign.count(e)) ++e;
+    while (e < rr1 && !pre.count(e)) ++e;
     read_kept_rows(s, r, e, w.data.data() + (r - rr0) * row_floats);
     r = e;
   }
@@ -844,8 +844,9 @@ void Decoder::progress(std::uint64_t done, std::uint64_t total, Clock::time_poin
 /// h5: whether block k+1 is built while block k goes through the collective write (core/overlap.hpp), so
 /// that the copy into the file and the waits in the write (the other ranks, the file's inode lock,
 /// writeback) happen beside the building. That needs a second CPU for this rank: bound to one (mpiexec's
-/// default with few ranks, srun --cpus-per-task=1) the two threads only take turns, and the 1-rank
-/// benchmark decode got 2-3% slower; with two CPUs it got 10% faster. The writing thread then makes every
+/// default with few ranks, srun --cpus-per-task=1) the two threads only take turns (scripts/bench_decode_ab.sh,
+/// 1 Dec 2026: 1 rank 0.942 -> 0.933 s, 2 ranks 0.613 -> 0.605 s, within noise; 2-3% slower before the h5
+/// pieces below); with two CPUs (1 rank, --bind-to none) 0.858 -> 0.776 s. The writing thread then makes every
 /// MPI and HDF5 call of the pass, which needs MPI_THREAD_SERIALIZED and a build that calls neither: it
 /// reads no source (keep_samples_) or only scenes that do not use the HDF5 library, which Debian builds
 /// without thread safety. HSIPIPE_DECODE_OVERLAP=0 turns it off, =1 on even with one CPU (tests).
@@ -881,8 +882,9 @@ void Decoder::write_pass(Sink& sink) {
   for (int a = 0; a < n_arrays_data; ++a) {
     // This rank's write units, in order: its blocks; but for a sink that copies from our buffer (h5), the
     // pixel samples the statistics pass kept go in pieces of about 2 MiB, so that a piece is still in the
-    // core's L2 when the sink copies it (the 1024 x 1024 x 224 benchmark, ABBA-ordered runs: 2 ranks 0.70 ->
-    // 0.67-0.69 s, 1 rank 1.07 -> 1.01 s; 0.5, 1 and 4 MiB pieces were slower). Tests shrink the pieces.
+    // core's L2 when the sink copies it (scripts/bench_decode_ab.sh with HSIPIPE_TEST_PIECE_BYTES=1099511627776,
+    // i.e. whole blocks, against the default: 2 ranks 0.631 -> 0.603 s, 1 rank 0.948 -> 0.906 s, and no slow
+    // outliers; 0.5, 1 and 4 MiB pieces were slower than 2). Tests shrink the pieces.
     struct Unit {
       std::size_t bi;
       std::uint64_t s0, s1;  // pixel layout: the samples of the unit
@@ -900,9 +902,20 @@ void Decoder::write_pass(Sink& sink) {
         }
       }
     }
-    // Builds this rank's unit k (nothing past its last one): the item range and where its bytes are.
-    auto build = [&](std::uint64_t k, std::uint64_t& first, std::uint64_t& n, const char*& placed, std::vector<char>& bytes) {
+    // A built unit: its items [first, first + n) and where their bytes are (the file's pages, or `bytes`).
+    struct Slot {
+      std::uint64_t first = 0, n = 0;
+      const char* placed = nullptr;
+      std::vector<char> bytes;
+    };
+    // Builds this rank's unit k into s (n = 0 past its last one).
+    auto build = [&](std::uint64_t k, Slot& s) {
+      s.first = s.n = 0;
+      s.placed = nullptr;
       if (k >= mine.size()) return;
+      std::uint64_t& first = s.first;
+      std::uint64_t& n = s.n;
+      std::vector<char>& bytes = s.bytes;
       const Unit& u = mine[k];
       const std::size_t bi = u.bi;
       const Block& b = write_plan_[bi];
@@ -926,7 +939,7 @@ void Decoder::write_pass(Sink& sink) {
           bytes.resize(n * item);
           dst = bytes.data();
         }
-        placed = dst;
+        s.placed = dst;
         for (std::uint64_t g = 0; g < n; g += kGroup) {
           const std::uint64_t m = std::min(kGroup, n - g);
           for (std::uint64_t i = 0; i < m; ++i) {
@@ -970,19 +983,19 @@ void Decoder::write_pass(Sink& sink) {
         store_values(fout.data(), fout.size(), dt, bytes.data());
         const std::size_t item = n ? bytes.size() / n : 0;
         for (std::uint64_t i = 0; i < n; ++i) hv.push_back(xxh3_64(bytes.data() + i * item, item));
-        placed = bytes.data();
+        s.placed = bytes.data();
       }
       t_.compute += seconds_since(t0) - placing;
       t_.placing += placing;
       // the window is no longer needed
       kept_windows_.erase(bi);
     };
-    auto store = [&](std::uint64_t first, std::uint64_t n, const char* placed) {
-      if (n > 0) test_pause("HSIPIPE_TEST_DELAY_WRITE_MS");  // a window for kill -9 mid-write
+    auto store = [&](const Slot& s) {
+      if (s.n > 0) test_pause("HSIPIPE_TEST_DELAY_WRITE_MS");  // a window for kill -9 mid-write
       const auto tw0 = Clock::now();
-      sink.write(a, first, n, placed);
+      sink.write(a, s.first, s.n, s.placed);
       t_.write += seconds_since(tw0);
-      done += n;
+      done += s.n;
       if (rank_ == 0 && opts_.progress && std::chrono::duration<double>(Clock::now() - last_progress_).count() >= 1.0) {
         progress(done, total_units, t_start);
         printed = true;
@@ -993,12 +1006,10 @@ void Decoder::write_pass(Sink& sink) {
       // checked once, after this rank's last block (no rank waits for another at every block).
       write_mode_ = "independent (each rank stores its own byte ranges)";
       collective_step(comm_, "decoding and writing the blocks", [&] {
-        std::vector<char> bytes;
+        Slot s;
         for (std::uint64_t k = 0; k < mine.size(); ++k) {
-          std::uint64_t first = 0, n = 0;
-          const char* placed = nullptr;
-          build(k, first, n, placed, bytes);
-          store(first, n, placed);
+          build(k, s);
+          store(s);
         }
       });
       continue;
@@ -1007,11 +1018,6 @@ void Decoder::write_pass(Sink& sink) {
     // rank fails every rank before the write (a round writes one unit). The next unit is built while this
     // one is written (HDF5 and MPI on the writing thread only), when the build calls neither: see
     // overlap_writes(). Costs one more unit of output bytes per rank (the second slot).
-    struct Slot {
-      std::uint64_t first = 0, n = 0;
-      const char* placed = nullptr;  // where the block was built: the slot's bytes (h5 places nothing)
-      std::vector<char> bytes;
-    };
     const std::uint64_t rounds = comm_.allreduce_max<std::uint64_t>(mine.size());
     // COLLECTIVE: the same on every rank (the writing thread's sleeping barrier is a collective call, and
     // the summary speaks for all): overlapped only when every rank can
@@ -1020,12 +1026,7 @@ void Decoder::write_pass(Sink& sink) {
     write_mode_ = "collective, " + std::to_string(all_rounds) + " rounds, " +
                   (overlap ? "each overlapped with building the next block" : "in turn with building the blocks");
     overlap_rounds<Slot>(
-        rounds, overlap,
-        [&](std::uint64_t k, Slot& s) {
-          s.first = s.n = 0;
-          s.placed = nullptr;
-          build(k, s.first, s.n, s.placed, s.bytes);
-        },
+        rounds, overlap, build,
         [&](std::uint64_t, Slot& s, const std::exception_ptr& err) {
           h5::Silence quiet;  // on this thread too (a thread-safe HDF5 keeps the setting per thread)
           // Overlapped, the writing thread waits for the other ranks asleep, not in MPI's spinning progress
@@ -1034,7 +1035,7 @@ void Decoder::write_pass(Sink& sink) {
           collective_step(comm_, "decoding a block", [&] {
             if (err) std::rethrow_exception(err);
           });
-          store(s.first, s.n, s.placed);
+          store(s);
         });
   }
   if (printed) progress(done, total_units, t_start, true);

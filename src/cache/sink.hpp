@@ -3,9 +3,10 @@
 //
 // Contract: the factories and every member are COLLECTIVE over `comm` (all ranks, same order, the
 // same `array` index; a rank with nothing to write passes n = 0), except place(), and write() of a sink
-// whose independent_writes() is true (npy: each rank its own byte ranges, called in any number). Errors on one rank are turned into
-// an exception on every rank (dist::collective_step) wherever a rank-local step (open, pwrite) can fail,
-// except inside HDF5's own collective calls, where the MPI job aborts as a whole.
+// whose independent_writes() is true (npy: each rank its own byte ranges, called any number of times).
+// Errors on one rank are turned into an exception on every rank (dist::collective_step) wherever a
+// rank-local step (open, pwrite) can fail, except inside HDF5's own collective calls, where the MPI job
+// aborts as a whole.
 #include <cstdint>
 #include <exception>
 #include <memory>

@@ -67,17 +67,17 @@ void nodelay_launcher_sockets() noexcept {
 }  // namespace
 
 Environment::Environment(int* argc, char*** argv) {
-  int init = 0;
+  int init = 0, provided = MPI_THREAD_SINGLE;
   MPI_Initialized(&init);
   if (init) {
-    MPI_Query_thread(&provided_);
+    MPI_Query_thread(&provided);
   } else {
-    HSIPIPE_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided_));
+    HSIPIPE_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
     owns_ = true;
     nodelay_launcher_sockets();
   }
-  if (provided_ < MPI_THREAD_FUNNELED) {
-    throw MpiError("MPI provides thread level " + std::to_string(provided_) +
+  if (provided < MPI_THREAD_FUNNELED) {
+    throw MpiError("MPI provides thread level " + std::to_string(provided) +
                    " but hsipipe needs MPI_THREAD_FUNNELED (loader threads run beside MPI)");
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -23,17 +23,15 @@ void check_mpi(int rc, const char* call, const std::source_location& loc = std::
 
 /// Owns MPI's lifetime. Asks for MPI_THREAD_SERIALIZED (one thread at a time calls MPI, not always the
 /// main one: the decoder's writing thread) and requires at least MPI_THREAD_FUNNELED (loader threads
-/// never call MPI); code that hands MPI to another thread checks thread_level() first.
+/// never call MPI); code that hands MPI to another thread checks dist::thread_level() first.
 class Environment {
  public:
   Environment(int* argc, char*** argv);
   ~Environment();
   Environment(const Environment&) = delete;
   Environment& operator=(const Environment&) = delete;
-  int thread_level() const noexcept { return provided_; }
 
  private:
-  int provided_ = 0;
   bool owns_ = false;
 };
 
