@@ -322,28 +322,38 @@ void Decoder::validity_pass() {
 }
 
 void Decoder::build_table() {
+  // Two passes over each scene's pixels: count the samples (to size the table once), then fill it (745k
+  // samples of 1M pixels: 14 -> 8 ms against push_back and a set insert per sample, 1 Dec 2026). The
+  // pixels whose label is the ignore label (or, without labels, the invalid ones) are not samples.
+  const auto is_sample = [&](const SceneState& st, std::size_t i) {
+    return st.labels ? st.labels->labels[i] != opts_.ignore_label : st.valid[i] != 0;
+  };
+  std::uint64_t total = 0;
+  for (const auto& st : sc_)
+    for (std::size_t i = 0, npx = st.rows * st.cols; i < npx; ++i) total += is_sample(st, i) ? 1 : 0;
+  table_.label.resize(total);
+  table_.scene.resize(total);
+  table_.row.resize(total);
+  table_.col.resize(total);
   std::uint64_t n = 0;
   std::set<std::int32_t> values;
   for (std::size_t s = 0; s < sc_.size(); ++s) {
     auto& st = sc_[s];
     st.first_sample = n;
     st.first_sample_of_row.assign(st.rows, -1);
+    std::optional<std::int32_t> last;  // the set sees each run of equal labels once
     for (std::size_t r = 0; r < st.rows; ++r) {
       for (std::size_t c = 0; c < st.cols; ++c) {
-        std::int32_t label;
-        if (st.labels) {
-          label = st.labels->at(r, c);
-          if (label == opts_.ignore_label) continue;
-        } else {
-          if (!st.valid[r * st.cols + c]) continue;
-          label = -1;
-        }
+        const std::size_t i = r * st.cols + c;
+        if (!is_sample(st, i)) continue;
+        const std::int32_t label = st.labels ? st.labels->labels[i] : -1;
         if (st.first_sample_of_row[r] < 0) st.first_sample_of_row[r] = static_cast<std::int64_t>(n);
-        table_.label.push_back(label);
-        table_.scene.push_back(static_cast<std::int32_t>(s));
-        table_.row.push_back(static_cast<std::int32_t>(r));
-        table_.col.push_back(static_cast<std::int32_t>(c));
-        values.insert(label);
+        table_.label[n] = label;
+        table_.scene[n] = static_cast<std::int32_t>(s);
+        table_.row[n] = static_cast<std::int32_t>(r);
+        table_.col[n] = static_cast<std::int32_t>(c);
+        if (last != label) values.insert(label);
+        last = label;
         ++n;
       }
     }
@@ -1445,14 +1455,21 @@ DecodeResult Decoder::run() {
     std::string checksum;
     collective_step(comm_, "building the manifest", [&] {
       if (rank_ != 0) return;
-      std::vector<std::int32_t> coords(3 * N);
-      for (std::uint64_t i = 0; i < N; ++i) {
-        coords[3 * i] = table_.scene[i];
-        coords[3 * i + 1] = table_.row[i];
-        coords[3 * i + 2] = table_.col[i];
-      }
       all_hashes.push_back(xxh3_64(table_.label.data(), N * 4));
-      all_hashes.push_back(xxh3_64(coords.data(), coords.size() * 4));
+      // the coords array's bytes (scene, row, col per sample), streamed through a small buffer instead of
+      // building the 12 bytes x N array (745k samples: this step 10 -> 5 ms)
+      Xxh3Stream coords;
+      std::array<std::int32_t, 3 * 4096> buf;
+      for (std::uint64_t i0 = 0; i0 < N; i0 += 4096) {
+        const std::uint64_t m = std::min<std::uint64_t>(4096, N - i0);
+        for (std::uint64_t i = 0; i < m; ++i) {
+          buf[3 * i] = table_.scene[i0 + i];
+          buf[3 * i + 1] = table_.row[i0 + i];
+          buf[3 * i + 2] = table_.col[i0 + i];
+        }
+        coords.update(buf.data(), m * 3 * sizeof(std::int32_t));
+      }
+      all_hashes.push_back(coords.digest());
       checksum = hex64(xxh3_64(all_hashes.data(), all_hashes.size() * 8));
       manifest = build_manifest(params, sources, checksum, source_bytes_read);
     });
