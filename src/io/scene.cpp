@@ -52,12 +52,15 @@ LabelImage read_labels(const SceneSpec& spec) {
       img.labels[i] = *nodata;
       continue;
     }
-    if (!std::isfinite(v) || v != std::floor(v) || std::fabs(v) > 2.0e9f) {
+    // finite, within +-2e9 (so the conversion is defined) and integral; no floor(): a libm call per pixel
+    const bool in_range = std::fabs(v) <= 2.0e9f;  // false for NaN and infinities too
+    const std::int32_t iv = in_range ? static_cast<std::int32_t>(v) : 0;
+    if (!in_range || static_cast<float>(iv) != v) {
       throw FormatError(spec.str(), "label value",
                         "pixel (row " + std::to_string(i / img.cols) + ", col " + std::to_string(i % img.cols) +
                             ") holds " + std::to_string(v) + ", not an integer class id");
     }
-    img.labels[i] = static_cast<std::int32_t>(v);
+    img.labels[i] = iv;
   }
   return img;
 }

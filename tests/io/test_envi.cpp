@@ -392,3 +392,28 @@ TEST_CASE("ENVI header fuzz: mutated headers parse or throw hsipipe::Error, neve
   CHECK(parsed > 100);    // the mutations do not only produce garbage
   CHECK(rejected > 100);  // nor only valid headers
 }
+
+TEST_CASE("Label rasters: integral values only, named pixel and field otherwise", "[envi][labels][errors]") {
+  test::TempDir d("envi-labels");
+  // float32 label rasters, 1 row x 4 pixels, 1 band
+  auto labels_of = [&](const std::string& name, std::vector<float> vals, const std::string& extra = "") {
+    write_file(d.str(name + ".hdr"), header(extra, 4, "bsq", 1, static_cast<int>(vals.size()), 1));
+    write_file(d.str(name + ".img"), std::string(reinterpret_cast<const char*>(vals.data()), vals.size() * sizeof(float)));
+    SceneSpec s;
+    s.path = d.str(name + ".hdr");
+    return s;
+  };
+  const LabelImage ok = read_labels(labels_of("ok", {0.0f, 3.0f, -2.0f, 2.0e9f}));
+  CHECK(ok.labels == std::vector<std::int32_t>{0, 3, -2, 2000000000});
+  // nodata comes back as its integer, not as an error
+  const LabelImage nd = read_labels(labels_of("nd", {1.0f, 255.0f, 2.0f, 255.0f}, "data ignore value = 255\n"));
+  CHECK(nd.labels == std::vector<std::int32_t>{1, 255, 2, 255});
+  for (const auto& [name, bad] : std::vector<std::pair<std::string, float>>{
+           {"half", 1.5f}, {"tiny", 1e-30f}, {"big", 3.0e9f}, {"inf", INFINITY}, {"nan", NAN}, {"negbig", -4.0e9f}}) {
+    INFO(name);
+    const std::string msg = format_error([&] { (void)read_labels(labels_of(name, {1.0f, 2.0f, bad, 4.0f})); });
+    CHECK_THAT(msg, Catch::Contains(name + ".hdr"));
+    CHECK_THAT(msg, Catch::Contains("label value"));
+    CHECK_THAT(msg, Catch::Contains("row 0, col 2"));
+  }
+}
