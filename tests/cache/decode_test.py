@@ -48,7 +48,7 @@ def write_envi(path, cube, dtype_code, extra=""):
                 "data type = %d\ninterleave = bsq\nbyte order = 0\n%s" % (W, H, B, dtype_code, extra))
 
 
-def make_scene(d, name, H=60, W=50, B=40, seed=1, classes=4, labeled_frac=0.4, ignore_value=None):
+def make_scene(d, name, H=60, W=50, B=40, seed=1, classes=4, labeled_frac=0.4, ignore_value=None, uint16=False):
     rng = np.random.default_rng(seed)
     base = rng.integers(1500, 3000, size=(1, 1, B)).astype(np.float64)
     # a few "endmembers" with well separated variances, so PCA components are well defined
@@ -58,12 +58,14 @@ def make_scene(d, name, H=60, W=50, B=40, seed=1, classes=4, labeled_frac=0.4, i
         field = rng.normal(size=(H, W))
         cube += amp * field[:, :, None] * spectrum[None, None, :]
     cube = np.clip(np.rint(cube), -30000, 30000).astype(np.int16)
+    if uint16:  # ENVI data type 12, values 0 .. 60000 (above int16's range)
+        cube = (cube.astype(np.int32) + 30000).astype(np.uint16)
     wl = ", ".join("%.1f" % w for w in np.linspace(400, 2500, B))
     extra = "wavelength units = Nanometers\nwavelength = {%s}\n" % wl
     if ignore_value is not None:
         cube[3, 7, :] = ignore_value
         extra += "data ignore value = %d\n" % ignore_value
-    write_envi(os.path.join(d, name), cube, 2, extra)
+    write_envi(os.path.join(d, name), cube, 12 if uint16 else 2, extra)
     lab = np.where(rng.random((H, W)) < labeled_frac, rng.integers(1, classes + 1, size=(H, W)), 0).astype(np.uint8)
     write_envi(os.path.join(d, name + "_gt"), lab[:, :, None], 1)
     return os.path.join(d, name + ".hdr"), os.path.join(d, name + "_gt.hdr")
@@ -412,6 +414,56 @@ def group_values(d):
         s = np.concatenate([x1[l1 != 0], x2[l2 != 0]])
         check(close(a["samples"], ((s - s.mean(0)) / s.std(0)).astype(np.float32), "float32"),
               "two scenes: statistics over both, values equal numpy")
+    check_kept_samples(d)
+
+
+def check_kept_samples(d):
+    """The statistics pass keeps pixel samples as int16/uint16 when every scene holds such integers, as
+    float32 otherwise, and drops them (the write pass decodes again) when a value is not a 16-bit integer:
+    the same cache every way."""
+    def kept(log):
+        m = re.search(r"samples kept for the write pass: (.*)", log)
+        return m.group(1) if m else ""
+
+    def checksum(out):
+        return manifest(out)["data_checksum"]
+
+    base = ["--layout", "pixel", "--dtype", "float32", "--normalize", "zscore"]
+    # uint16 scene, values above int16's range: kept as uint16, values equal numpy's
+    hdr, gt = make_scene(d, "u16", seed=21, uint16=True)
+    sums = []
+    for backend, R in (("npy", 1), ("h5", 2)):
+        out = os.path.join(d, "u16_%s_%d" % (backend, R))
+        rc, log = decode(hdr, gt, out, R, base + ["--backend", backend])
+        if not check(rc == 0, "uint16 scene decodes (%s, %d ranks)" % (backend, R), log):
+            continue
+        check(kept(log) == "as uint16", "uint16 scene: samples kept as uint16 (%s)" % kept(log), log)
+        data = reference(hdr, gt)[0]
+        check(close(load_arrays(out)[1]["samples"], data, "float32"), "uint16 scene: values equal numpy (%s)" % backend)
+        sums.append(checksum(out))
+    out = os.path.join(d, "u16_f32")
+    rc, log = decode(hdr, gt, out, 2, base + ["--backend", "h5"], env={"HSIPIPE_TEST_KEEP_F32": "1"})
+    if check(rc == 0, "uint16 scene, samples kept as float32", log):
+        check(kept(log) == "as float32", "the test knob keeps float32 (%s)" % kept(log), log)
+        check(sums and all(c == checksum(out) for c in sums), "uint16 scene: the same checksum kept as uint16 or float32")
+    # float32 scene: kept as float32. Forced to int16 (a test knob), the fractional values of row 3 make
+    # rank 0, which owns that row, drop its kept samples and decode again; rank 1's are whole numbers
+    hdr, gt = make_scene(d, "f32", seed=23)
+    cube = np.asarray(envi.open(hdr).load(), dtype=np.float32)
+    cube[3] += 0.25
+    write_envi(hdr[:-4], cube, 4)
+    ref = os.path.join(d, "f32_ref")
+    rc, log = decode(hdr, gt, ref, 1, base + ["--backend", "h5"])
+    if check(rc == 0, "float32 scene decodes", log):
+        check(kept(log) == "as float32", "float32 scene: samples kept as float32 (%s)" % kept(log), log)
+        check(close(load_arrays(ref)[1]["samples"], reference(hdr, gt)[0], "float32"), "float32 scene: values equal numpy")
+        for R, want in ((1, "dropped (a value is not a 16-bit integer; decoded again)"),
+                        (2, "rank 0 dropped (a value is not a 16-bit integer; decoded again), rank 1 as int16")):
+            out = os.path.join(d, "f32_i16_%d" % R)
+            rc, log = decode(hdr, gt, out, R, base + ["--backend", "h5"], env={"HSIPIPE_TEST_KEEP_I16": "1"})
+            if check(rc == 0, "float32 scene, int16 forced, %d ranks" % R, log):
+                check(kept(log) == want, "%d ranks: kept samples: %s" % (R, kept(log)), log)
+                check(checksum(out) == checksum(ref), "%d ranks: the same cache as with float32 kept" % R)
 
 
 def group_lifecycle(d):
