@@ -10,6 +10,8 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -209,7 +211,8 @@ class Decoder {
   /// How the kept samples are stored: float32, or the 16-bit integers they are when every scene holds
   /// u8/i16 (int16) or u16 (uint16) values, which those types hold exactly: half the memory, and half
   /// the fresh pages to fault in and the bytes for the write pass to read. A value that does not fit
-  /// (a NaN sample pixel, a reader that scales) drops the kept samples: the write pass decodes again.
+  /// bit for bit drops this rank's kept samples and the write pass decodes again: a safety net, as the
+  /// readers give u8/i16/u16 scenes' values unscaled and a NaN sample pixel fails the statistics pass.
   enum class KeptType : std::uint8_t { f32, i16, u16 };
   KeptType kept_type_ = KeptType::f32;
   BigFloats samples_raw_;
@@ -718,16 +721,18 @@ bool Decoder::keep_sample(std::uint64_t id, const float* px) {
   int inexact = 0;
   std::size_t b = 0;
 #if HSIPIPE_X86
-  // SSE2 (every x86-64): clamp (MAXPS gives lo for a NaN), convert, and compare the round trip with the
-  // original, which a NaN, an out-of-range or a fractional value fails; 8 values at a time (GCC does not
-  // vectorise the scalar loop below: 1 rank's statistics pass took 0.06 s longer with it)
+  // SSE2 (every x86-64): clamp (MAXPS gives lo for a NaN), convert, and compare the round trip's bits with
+  // the original's, which a NaN, an out-of-range or a fractional value and -0.0 fail; 8 values at a time
+  // (GCC does not vectorise the scalar loop below: 1 rank's statistics pass took 0.06 s longer with it)
   const __m128 vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
   const __m128i vbias = _mm_set1_epi32(bias), vflip = _mm_set1_epi16(static_cast<short>(u16 ? 0x8000 : 0));
   for (; b + 8 <= B; b += 8) {
     const __m128 v0 = _mm_loadu_ps(px + b), v1 = _mm_loadu_ps(px + b + 4);
     const __m128i t0 = _mm_cvttps_epi32(_mm_min_ps(_mm_max_ps(v0, vlo), vhi));
     const __m128i t1 = _mm_cvttps_epi32(_mm_min_ps(_mm_max_ps(v1, vlo), vhi));
-    inexact |= _mm_movemask_ps(_mm_cmpneq_ps(_mm_cvtepi32_ps(t0), v0)) | _mm_movemask_ps(_mm_cmpneq_ps(_mm_cvtepi32_ps(t1), v1));
+    const __m128i same = _mm_and_si128(_mm_cmpeq_epi32(_mm_castps_si128(_mm_cvtepi32_ps(t0)), _mm_castps_si128(v0)),
+                                       _mm_cmpeq_epi32(_mm_castps_si128(_mm_cvtepi32_ps(t1)), _mm_castps_si128(v1)));
+    inexact |= _mm_movemask_epi8(same) != 0xffff;
     const __m128i packed = _mm_packs_epi32(_mm_sub_epi32(t0, vbias), _mm_sub_epi32(t1, vbias));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + b), _mm_xor_si128(packed, vflip));
   }
@@ -736,7 +741,7 @@ bool Decoder::keep_sample(std::uint64_t id, const float* px) {
     const float v = px[b];
     const float c = std::min(hi, std::max(lo, v));  // std::max(lo, NaN) is lo
     const auto t = static_cast<std::int32_t>(c);
-    inexact |= static_cast<float>(t) != v;
+    inexact |= std::bit_cast<std::uint32_t>(static_cast<float>(t)) != std::bit_cast<std::uint32_t>(v);
     out[b] = static_cast<std::uint16_t>(static_cast<std::uint16_t>(t - bias) ^ (u16 ? 0x8000u : 0u));
   }
   return inexact == 0;
@@ -769,7 +774,8 @@ void Decoder::stats_pass() {
   kept_type_ = every_scene({DType::u8, DType::i16})   ? KeptType::i16
                : every_scene({DType::u8, DType::u16}) ? KeptType::u16
                                                       : KeptType::f32;
-  // tests: the float32 path for integer scenes, and the int16 path (and its fallback) for any scene
+  // tests: the float32 path for integer scenes, and the int16 path (and its fallback) for any scene; the
+  // second wins when both are set
   if (test_value("HSIPIPE_TEST_KEEP_F32", 0) != 0) kept_type_ = KeptType::f32;
   if (test_value("HSIPIPE_TEST_KEEP_I16", 0) != 0) kept_type_ = KeptType::i16;
   const std::size_t kept_elem = kept_type_ == KeptType::f32 ? sizeof(float) : sizeof(std::uint16_t);
@@ -791,7 +797,7 @@ void Decoder::stats_pass() {
           if (!keep_sample(id, px)) {  // not exactly a 16-bit integer: the write pass decodes again
             keep_samples_ = false;
             keep_state_ = 4;
-            samples_16_ = {};
+            decltype(samples_16_)().swap(samples_16_);  // give the memory back (= {} would keep it)
             break;
           }
         }

@@ -271,9 +271,9 @@ class H5Sink final : public Sink {
 
   // Where a chunked dataset's chunks lie in the file (allocated at creation, H5D_ALLOC_TIME_EARLY): rows
   // per chunk (a chunk holds whole rows of the other dimensions, so a chunk's rows are contiguous in the
-  // file) and each chunk's address, for the writeback hint; empty when HDF5 does not say. COLLECTIVE
-  // (metadata reads with all_coll_metadata_ops): every rank asks for the same chunks in the same order,
-  // and an early return depends only on what HDF5 returned, the same everywhere.
+  // file) and each chunk's address, for the writeback hint; empty when HDF5 does not say. Every rank asks
+  // for the same chunks in the same order (with all_coll_metadata_ops the lookups may be collective
+  // metadata reads), and an early return depends only on what HDF5 returned, the same on every rank.
   struct Chunks {
     std::uint64_t rows = 0;
     std::vector<std::uint64_t> addr;
