@@ -100,6 +100,10 @@ class CacheReader {
 /// used by `hsipipe verify` and `hsipipe stage`. Compare with CacheReader::data_checksum().
 std::string compute_data_checksum(const CacheReader& cache);
 
+/// data_checksum (see above) from the per-item XXH3-64 values, in item order, and the sample table whose
+/// labels and coords the cache stores; the one definition decode and compute_data_checksum share.
+std::string data_checksum_of(std::vector<std::uint64_t> item_hashes, const SampleTable& table);
+
 /// Reads the stored elements of items [begin, end) (samples for pixel/patch; for cube, rows of scene
 /// `scene`) as raw bytes in the cache dtype. Rank-local; used by verify and by Shard::load if it wants.
 std::vector<char> read_items_raw(const CacheReader& cache, std::uint64_t begin, std::uint64_t end, int scene = -1);

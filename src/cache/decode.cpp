@@ -10,7 +10,6 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -210,15 +209,18 @@ class Decoder {
   bool keep_samples_ = false;
   /// How the kept samples are stored: float32, or the 16-bit integers they are when every scene holds
   /// u8/i16 (int16) or u16 (uint16) values, which those types hold exactly: half the memory, and half
-  /// the fresh pages to fault in and the bytes for the write pass to read. A value that does not fit
+  /// the fresh pages to fault in and the bytes for the write pass to read (`scripts/bench_decode_ab.sh
+  /// "HSIPIPE_TEST_KEEP_F32=1" "" R 5`, 1 Dec 2026, min wall: 1 rank 0.888 -> 0.717 s, 2 ranks 0.564 ->
+  /// 0.473 s). A value that does not fit
   /// bit for bit drops this rank's kept samples and the write pass decodes again: a safety net, as the
   /// readers give u8/i16/u16 scenes' values unscaled and a NaN sample pixel fails the statistics pass.
   enum class KeptType : std::uint8_t { f32, i16, u16 };
   KeptType kept_type_ = KeptType::f32;
   BigFloats samples_raw_;
   std::vector<std::uint16_t, BigAllocator<std::uint16_t>> samples_16_;
-  /// For the summary: 0 not kept, 1 + KeptType kept, 4 dropped (a value was not a 16-bit integer)
-  std::int32_t keep_state_ = 0;
+  /// How this rank's samples went to the write pass, for the summary (gathered as int32, names in print_summary)
+  enum class KeepState : std::int32_t { not_kept, f32, i16, u16, dropped };
+  KeepState keep_state_ = KeepState::not_kept;
   bool keep_sample(std::uint64_t id, const float* px);
   const float* kept_sample(std::uint64_t id, std::vector<float>& buf) const;
   BandStats stats_;
@@ -782,7 +784,10 @@ void Decoder::stats_pass() {
   keep_samples_ = opts_.layout == Layout::pixel && stats_is_write_ && opts_.pca == 0 &&
                   my_.size() * Bs * kept_elem <= opts_.memory_bytes;
   collective_step(comm_, "the statistics pass", [&] {
-    if (keep_samples_) keep_state_ = 1 + static_cast<std::int32_t>(kept_type_);
+    if (keep_samples_)
+      keep_state_ = kept_type_ == KeptType::f32   ? KeepState::f32
+                     : kept_type_ == KeptType::i16 ? KeepState::i16
+                                                   : KeepState::u16;
     if (keep_samples_ && kept_type_ == KeptType::f32) samples_raw_.resize(my_.size() * Bs);
     if (keep_samples_ && kept_type_ != KeptType::f32) samples_16_.resize(my_.size() * Bs);
     const auto& blocks = stats_is_write_ ? write_plan_ : stats_plan_;
@@ -796,7 +801,7 @@ void Decoder::stats_pass() {
           const float* px = w.pixel(static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]));
           if (!keep_sample(id, px)) {  // not exactly a 16-bit integer: the write pass decodes again
             keep_samples_ = false;
-            keep_state_ = 4;
+            keep_state_ = KeepState::dropped;
             decltype(samples_16_)().swap(samples_16_);  // give the memory back (= {} would keep it)
             break;
           }
@@ -1262,7 +1267,7 @@ void Decoder::print_summary(double total_seconds, const Sink& sink) {
     }
   }
   const auto rall = comm_.allgatherv(rmine);
-  const auto kept_all = comm_.allgatherv(std::vector<std::int32_t>{keep_state_});
+  const auto kept_all = comm_.allgatherv(std::vector<std::int32_t>{static_cast<std::int32_t>(keep_state_)});
   const auto req_all = comm_.allgatherv(req_ms);
   const auto blk_all = comm_.allgatherv(blk_ms);
   if (rank_ != 0) return;
@@ -1296,6 +1301,7 @@ void Decoder::print_summary(double total_seconds, const Sink& sink) {
   o << std::defaultfloat << "\n";
   o << "  writes: " << write_mode_ << "\n";
   if (opts_.layout == Layout::pixel) {
+    // indexed by KeepState
     static const char* const kept_name[] = {"no (the write pass decodes them again)", "as float32", "as int16",
                                             "as uint16", "dropped (a value is not a 16-bit integer; decoded again)"};
     o << "  samples kept for the write pass:";
@@ -1558,22 +1564,7 @@ DecodeResult Decoder::run() {
     std::string checksum;
     collective_step(comm_, "building the manifest", [&] {
       if (rank_ != 0) return;
-      all_hashes.push_back(xxh3_64(table_.label.data(), N * 4));
-      // the coords array's bytes (scene, row, col per sample), streamed through a small buffer instead of
-      // building the 12 bytes x N array (745k samples: this step 10 -> 5 ms)
-      Xxh3Stream coords;
-      std::array<std::int32_t, 3 * 4096> buf;
-      for (std::uint64_t i0 = 0; i0 < N; i0 += 4096) {
-        const std::uint64_t m = std::min<std::uint64_t>(4096, N - i0);
-        for (std::uint64_t i = 0; i < m; ++i) {
-          buf[3 * i] = table_.scene[i0 + i];
-          buf[3 * i + 1] = table_.row[i0 + i];
-          buf[3 * i + 2] = table_.col[i0 + i];
-        }
-        coords.update(buf.data(), m * 3 * sizeof(std::int32_t));
-      }
-      all_hashes.push_back(coords.digest());
-      checksum = hex64(xxh3_64(all_hashes.data(), all_hashes.size() * 8));
+      checksum = data_checksum_of(std::move(all_hashes), table_);
       manifest = build_manifest(params, sources, checksum, source_bytes_read);
     });
     manifest = comm_.bcast_string(manifest);

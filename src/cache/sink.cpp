@@ -189,8 +189,9 @@ class H5Sink final : public Sink {
     // As the npy sink does: start writing the dirty pages back now, so that the flush in finish() has
     // little left to wait for (on a virtual disk it waited ~0.1 s per 300 MB). Only the byte ranges this
     // write filled, found through the chunks' file addresses: when every rank asked for the whole file,
-    // the ranks scanned the same pages and took turns on the inode's block allocation (2 ranks, ABBA
-    // runs on 1 Dec 2026: 0.570 -> 0.558 s; 1 rank unchanged). Advisory and non-blocking for pages
+    // the ranks scanned the same pages and took turns on the inode's block allocation (the benchmark's
+    // decode in ABBA order with a temporary switch between the two, 1 Dec 2026: 2 ranks 0.570 -> 0.558 s
+    // min wall, 1 rank unchanged). Advisory and non-blocking for pages
     // already under writeback; skipped where unsupported.
     if (n == 0 || writeback_.get() < 0) return;
     const Chunks& ch = chunks_[static_cast<std::size_t>(array)];
