@@ -337,7 +337,12 @@ def report(args):
               "Where the time of one decode goes: the `phases (rank 0)` line of hsipipe's summary for npy with 2 ranks, "
               "from this run: " + decode_phases(work) + ". The statistics and write passes scale with the ranks; "
               "`mpiexec`, MPI_Init and MPI_Finalize, the sample table and the manifest and publish are the same for any "
-              "rank count, so they bound the 2-rank / 1-rank ratio of a decode that takes about a second.", ""]
+              "rank count, so they bound the 2-rank / 1-rank ratio of a decode that takes about a second. "
+              "So do two costs of the machine, measured on the benchmark VM on 1 Dec 2026: first touches of fresh "
+              "memory (the cache's page-cache pages, the kept samples) barely run in parallel on its two vCPUs "
+              "(`dd if=/dev/zero of=/dev/null bs=512M count=1`: 1.9-2.9 s; two with `bs=256M` at once: 1.4-1.7 s), "
+              "and the fsync before publishing waits for its virtual disk (`dd ... oflag=direct`: 1.1-1.5 GB/s), "
+              "the same 330 MB for any rank count.", ""]
 
     # ---- training (issue 5)
     if trn:

@@ -5,10 +5,10 @@
 // munmap, marked MADV_HUGEPAGE: one fault per 2 MiB instead of 512. On the virtual machines this project
 // is measured on, a 4 KiB fault of fresh memory costs ~10 us (shadow page tables; 370 MB/s first touch
 // against 11 GB/s with huge pages), and the benchmark's decode went 2.36 -> 1.74 s (1 rank) and
-// 1.79 -> 1.34 s (2 ranks), npy, 4 rounds in rotated order, 1 Dec 2026 (h5: 2.26 -> 1.74, 1.59 -> 1.36). The cost: with THP defrag
-// "madvise" (Debian's default) a fault compacts memory synchronously when no huge page is free; on
-// another VM with fragmented memory a 1 GB window set was measured 2-4x slower with it. HSIPIPE_HUGEPAGES=0
-// turns it off.
+// 1.79 -> 1.34 s (2 ranks), npy, 4 rounds in rotated order, 1 Dec 2026 (h5: 2.26 -> 1.74, 1.59 -> 1.36).
+// The cost: with THP defrag "madvise" (Debian's default) a fault compacts memory synchronously when no
+// huge page is free; on another VM with fragmented memory a 1 GB window set was measured 2-4x slower
+// with it. HSIPIPE_HUGEPAGES=0 turns it off.
 #include <sys/mman.h>
 #include <unistd.h>
 

@@ -78,8 +78,10 @@ if [[ $SLURM_PROCID == 0 ]]; then
   echo checkpoint >"$HSIPIPE_CHECKPOINTS.tmp" && mv "$HSIPIPE_CHECKPOINTS.tmp" "$HSIPIPE_CHECKPOINTS"
   exit 75
 fi
-sleep 30
-exit 75
+# Task 1 is still busy when srun ends it. `exec`: the task is the sleep itself, so SIGTERM ends it (143).
+# With `sleep 30; exit 75`, bash could reap the killed sleep and exit 75 before its own SIGTERM came (seen
+# once: srun then reports 75, another path of lib.sh than the one this test is about).
+exec sleep 30
 EOF
 chmod +x "$W/ranks.sh"
 cat >"$W/preempt.sbatch" <<EOF
