@@ -195,6 +195,46 @@ def decode_phases(work):
     return "(not in this run's decode.log)"
 
 
+def decode_runs(dec):
+    """Every decode run's seconds, per configuration, in the order they ran."""
+    runs = dec.get("decode_runs_s")
+    if not runs:
+        return "not recorded"
+    names = {"1_npy_disk": "npy 1 rank", "2_npy_disk": "npy 2 ranks", "1_h5_disk": "h5 1 rank", "2_h5_disk": "h5 2 ranks",
+             "1_npy_ram": "npy into RAM 1 rank", "2_npy_ram": "npy into RAM 2 ranks"}
+    return "; ".join(f"{names.get(k, k)} " + ", ".join(f"{t:.2f}" for t in v) for k, v in sorted(runs.items(), key=lambda kv: list(names).index(kv[0]) if kv[0] in names else 99))
+
+
+def output_limit(dec):
+    """The sentence on the disk's share of a decode, with this run's figures."""
+    dw = dec.get("disk_durable_write")
+    if not dw:
+        return "bytes reach the disk for any rank count."
+    text = (f"{dw['bytes'] / 2**20:,.0f} MiB reach it for any rank count: {dw['s']:.2f} s at this run's "
+            f"{f0(dw['mb_s'])} MB/s, overlapped with the write pass but not with the statistics pass, whose "
+            "normalisation the written values need.")
+    ram = dec.get("decode_ram_s") or {}
+    if ram.get("npy_2_vs_1_ranks"):
+        text += (f" Into RAM (`/dev/shm`, no disk; informational, not the target) the npy decode's 2 ranks / 1 rank "
+                 f"is {ram['npy_2_vs_1_ranks']:.2f}x.")
+    return text
+
+
+def disk_rows(dec):
+    """The output's limits: the disk's durable write rate, and the npy decode into RAM (informational)."""
+    rows = []
+    dw = dec.get("disk_durable_write")
+    if dw:
+        rows.append(f"| the cache's disk: `dd conv=fsync` of the samples' {dw['bytes'] / 2**20:,.0f} MiB (the output's limit) | "
+                    f"{dw['s']:.3f} | {f0(dw['mb_s'])} written |")
+    ram = dec.get("decode_ram_s") or {}
+    if ram.get("npy_1_rank") and ram.get("npy_2_ranks"):
+        mbs = lambda t: dec["scene"]["bytes"] / t / 1e6
+        rows.append(f"| informational: decode npy into RAM (`/dev/shm`), 1 rank | {ram['npy_1_rank']:.2f} | {f1(mbs(ram['npy_1_rank']))} |")
+        rows.append(f"| informational: decode npy into RAM (`/dev/shm`), 2 ranks | {ram['npy_2_ranks']:.2f} | {f1(mbs(ram['npy_2_ranks']))} |")
+    return rows
+
+
 def load(work, name):
     p = os.path.join(work, name + ".json")
     try:
@@ -320,14 +360,16 @@ def report(args):
               "or an npy cache, against a Python baseline doing the same work (SPy load, select the labeled pixels, "
               "z-score in float64, `np.save` of samples, labels and coordinates). hsipipe's times are the whole "
               "`mpiexec` command, start-up included; the baseline is timed inside Python, imports excluded. Input MB/s "
-              f"are of the scene file's bytes. Best of {dec['repeat']}.", "",
+              f"are of the scene file's bytes. Best of {dec['repeat']}, the configurations run in turn, each round in a "
+              "rotated order (on a virtual machine back-to-back runs alternate fast and slow; every run: "
+              + decode_runs(dec) + ").", "",
               "| run | s | input MB/s |", "|---|---:|---:|",
               f"| page cache read (the limit) | {r['page_cache']:.3f} | {f0(ms['page_cache'])} |",
               f"| Python baseline (SPy + numpy + np.save) | {ds['python_baseline']:.2f} | {f1(dm['python_baseline'])} |",
               f"| hsipipe decode npy, 1 rank | {ds['npy_1_rank']:.2f} | {f1(dm['npy_1_rank'])} |",
               f"| hsipipe decode npy, 2 ranks | {ds['npy_2_ranks']:.2f} | {f1(dm['npy_2_ranks'])} |",
               f"| hsipipe decode h5, 1 rank | {ds['h5_1_rank']:.2f} | {f1(dm['h5_1_rank'])} |",
-              f"| hsipipe decode h5, 2 ranks | {ds['h5_2_ranks']:.2f} | {f1(dm['h5_2_ranks'])} |", "",
+              f"| hsipipe decode h5, 2 ranks | {ds['h5_2_ranks']:.2f} | {f1(dm['h5_2_ranks'])} |"] + disk_rows(dec) + ["",
               f"Baseline / hsipipe 1 rank = {ra['decode_npy_1_rank_vs_baseline']:.2f}x (npy), "
               f"{ra['decode_h5_1_rank_vs_baseline']:.2f}x (h5) (target >= 3x). 2 ranks / 1 rank = "
               f"{ra['decode_npy_2_vs_1_ranks']:.2f}x (npy), {ra['decode_h5_2_vs_1_ranks']:.2f}x (h5) (target >= 1.6x). "
@@ -337,12 +379,12 @@ def report(args):
               "Where the time of one decode goes: the `phases (rank 0)` line of hsipipe's summary for npy with 2 ranks, "
               "from this run: " + decode_phases(work) + ". The statistics and write passes scale with the ranks; "
               "`mpiexec`, MPI_Init and MPI_Finalize, the sample table and the manifest and publish are the same for any "
-              "rank count, so they bound the 2-rank / 1-rank ratio of a decode that takes about a second. "
-              "So do two costs of the machine, measured on the benchmark VM on 1 Dec 2026: first touches of fresh "
-              "memory (the cache's page-cache pages, the kept samples) barely run in parallel on its two vCPUs "
-              "(`dd if=/dev/zero of=/dev/null bs=512M count=1`: 1.9-2.9 s; two with `bs=256M` at once: 1.4-1.7 s), "
-              "and the fsync before publishing waits for its virtual disk (`dd ... oflag=direct`: 1.1-1.5 GB/s), "
-              "the same 330 MB for any rank count.", ""]
+              "rank count, so they bound the 2-rank / 1-rank ratio of a decode that takes well under a second. "
+              "So does the cache's disk: decode makes the cache durable (fsync) before publishing it, and the same "
+              + output_limit(dec) + " So do the machine's fresh pages: the development VM's host takes back memory "
+              "the guest has freed (free page reporting), and a first touch of such memory costs ~1.8 ms per MB "
+              "against ~0.2 ms for memory reused at once (a C test, 2 Dec 2026: 334 MB in 0.6-0.7 s after a 3 s pause, "
+              "0.05-0.1 s back to back), which is why one command's times vary by 2x from run to run.", ""]
 
     # ---- training (issue 5)
     if trn:

@@ -173,7 +173,7 @@ class Decoder {
   const RowWindow& window_for(std::size_t block_index, const Block& b, RowWindow& scratch, bool keep);
   bool owns_stats_row(int s, std::size_t r) const;
   bool is_item(int s, std::size_t r, std::size_t c, const float* px) const;
-  void stats_pass();
+  void stats_pass(Sink& sink);
   void pca_pass();
   void write_pass(Sink& sink);
   bool overlap_writes() const;
@@ -218,11 +218,22 @@ class Decoder {
   KeptType kept_type_ = KeptType::f32;
   BigFloats samples_raw_;
   std::vector<std::uint16_t, BigAllocator<std::uint16_t>> samples_16_;
+  /// Where the kept samples wait for the write pass: in memory of our own (samples_raw_ / samples_16_), or,
+  /// when the sink builds items in the file's pages (npy) and a kept sample fits in its output slot (kept
+  /// bands x 2 or 4 bytes <= output bands x dtype bytes), in that slot itself, which the write pass then
+  /// overwrites with the sample's final values. Those pages are the cache's anyway: the separate buffer's
+  /// fresh memory is never touched (on this project's virtual machines a fresh page costs a host fault;
+  /// measured in scripts/bench_decode_ab.sh "HSIPIPE_TEST_NO_STAGE=1" "", see stats_pass()).
+  bool staged_ = false;
+  std::size_t stage_stride_ = 0;  ///< bytes from one staged sample to the next: the output item
+  /// Where sample id's kept values are: its output slot in `stage` (the memory place() gave for items
+  /// from `stage_first` on) when staged_, else the rank's buffer.
+  void* kept_slot(std::uint64_t id, char* stage, std::uint64_t stage_first);
   /// How this rank's samples went to the write pass, for the summary (gathered as int32, names in print_summary)
   enum class KeepState : std::int32_t { not_kept, f32, i16, u16, dropped };
   KeepState keep_state_ = KeepState::not_kept;
-  bool keep_sample(std::uint64_t id, const float* px);
-  const float* kept_sample(std::uint64_t id, std::vector<float>& buf) const;
+  bool keep_sample(void* slot, const float* px);
+  const float* kept_sample(const void* slot, std::vector<float>& buf) const;
   BandStats stats_;
   Preprocessor pre_;
   std::vector<double> explained_;
@@ -708,15 +719,22 @@ const RowWindow& Decoder::window_for(std::size_t bi, const Block& b, RowWindow& 
   return scratch;
 }
 
-/// Stores sample `id`'s kept bands (this rank's, in sample order) as kept_type_; false when a value is
-/// not exactly representable there (nothing to undo: the caller drops all kept samples).
-bool Decoder::keep_sample(std::uint64_t id, const float* px) {
+void* Decoder::kept_slot(std::uint64_t id, char* stage, std::uint64_t stage_first) {
+  if (staged_) return stage + (id - stage_first) * stage_stride_;
+  const std::size_t B = kept_.size();
+  if (kept_type_ == KeptType::f32) return samples_raw_.data() + (id - my_.begin) * B;
+  return samples_16_.data() + (id - my_.begin) * B;
+}
+
+/// Stores a sample's kept bands at `slot` (kept_slot()) as kept_type_; false when a value is not exactly
+/// representable there (nothing to undo: the caller drops all kept samples).
+bool Decoder::keep_sample(void* slot, const float* px) {
   const std::size_t B = kept_.size();
   if (kept_type_ == KeptType::f32) {
-    std::copy(px, px + B, samples_raw_.data() + (id - my_.begin) * B);
+    std::memcpy(slot, px, B * sizeof(float));
     return true;
   }
-  std::uint16_t* out = samples_16_.data() + (id - my_.begin) * B;
+  auto* out = static_cast<std::uint16_t*>(slot);
   const bool u16 = kept_type_ == KeptType::u16;
   const float lo = u16 ? 0.0f : -32768.0f, hi = u16 ? 65535.0f : 32767.0f;
   const std::int32_t bias = u16 ? 32768 : 0;  // u16: stored as (v - 32768) ^ 0x8000, int16 as itself
@@ -749,22 +767,23 @@ bool Decoder::keep_sample(std::uint64_t id, const float* px) {
   return inexact == 0;
 }
 
-/// Sample `id`'s kept bands as float32: in place, or converted into `buf`.
-const float* Decoder::kept_sample(std::uint64_t id, std::vector<float>& buf) const {
+/// The kept bands at `slot` (kept_slot()) as float32: in place, or converted into `buf`. A staged slot
+/// is the sample's output slot: read it all before storing the sample's output values.
+const float* Decoder::kept_sample(const void* slot, std::vector<float>& buf) const {
   const std::size_t B = kept_.size();
-  if (kept_type_ == KeptType::f32) return samples_raw_.data() + (id - my_.begin) * B;
+  if (kept_type_ == KeptType::f32) return static_cast<const float*>(slot);
   buf.resize(B);
-  const std::uint16_t* in = samples_16_.data() + (id - my_.begin) * B;
   if (kept_type_ == KeptType::u16) {
+    const auto* in = static_cast<const std::uint16_t*>(slot);
     for (std::size_t b = 0; b < B; ++b) buf[b] = static_cast<float>(in[b]);
   } else {
-    const auto* s = reinterpret_cast<const std::int16_t*>(in);
-    for (std::size_t b = 0; b < B; ++b) buf[b] = static_cast<float>(s[b]);
+    const auto* in = static_cast<const std::int16_t*>(slot);
+    for (std::size_t b = 0; b < B; ++b) buf[b] = static_cast<float>(in[b]);
   }
   return buf.data();
 }
 
-void Decoder::stats_pass() {
+void Decoder::stats_pass(Sink& sink) {
   const int B = static_cast<int>(kept_.size());
   const auto Bs = static_cast<std::size_t>(B);
   std::vector<double> packed;
@@ -783,15 +802,22 @@ void Decoder::stats_pass() {
   const std::size_t kept_elem = kept_type_ == KeptType::f32 ? sizeof(float) : sizeof(std::uint16_t);
   keep_samples_ = opts_.layout == Layout::pixel && stats_is_write_ && opts_.pca == 0 &&
                   my_.size() * Bs * kept_elem <= opts_.memory_bytes;
+  // Staged in the output slots (see staged_): the 1-rank npy decode of scripts/bench_decode.sh touches
+  // 318 MiB less fresh memory (HSIPIPE_TEST_NO_STAGE=1 keeps a buffer of our own, for A/B runs and tests)
+  stage_stride_ = Bs * dtype_size(opts_.dtype);  // the output item: kept samples mean no PCA
+  staged_ = keep_samples_ && sink.places(0) && Bs * kept_elem <= stage_stride_ &&
+            test_value("HSIPIPE_TEST_NO_STAGE", 0) == 0;
   collective_step(comm_, "the statistics pass", [&] {
     if (keep_samples_)
       keep_state_ = kept_type_ == KeptType::f32   ? KeepState::f32
                      : kept_type_ == KeptType::i16 ? KeepState::i16
                                                    : KeepState::u16;
-    if (keep_samples_ && kept_type_ == KeptType::f32) samples_raw_.resize(my_.size() * Bs);
-    if (keep_samples_ && kept_type_ != KeptType::f32) samples_16_.resize(my_.size() * Bs);
+    if (keep_samples_ && !staged_ && kept_type_ == KeptType::f32) samples_raw_.resize(my_.size() * Bs);
+    if (keep_samples_ && !staged_ && kept_type_ != KeptType::f32) samples_16_.resize(my_.size() * Bs);
     const auto& blocks = stats_is_write_ ? write_plan_ : stats_plan_;
     RowWindow scratch;
+    char* stage = nullptr;  // staged_: the output slots of the block's samples, from stage_first on
+    std::uint64_t stage_first = 0;
     // Rows [r0, r1) of window w: keep the samples of [s0, s1) (when keep_samples_), add each owned row's
     // items to its row partial.
     auto consume = [&](const RowWindow& w, int scene, std::size_t r0, std::size_t r1, std::uint64_t s0, std::uint64_t s1) {
@@ -799,8 +825,9 @@ void Decoder::stats_pass() {
       if (keep_samples_)
         for (std::uint64_t id = s0; id < s1; ++id) {
           const float* px = w.pixel(static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]));
-          if (!keep_sample(id, px)) {  // not exactly a 16-bit integer: the write pass decodes again
-            keep_samples_ = false;
+          if (!keep_sample(kept_slot(id, stage, stage_first), px)) {
+            // not exactly a 16-bit integer: the write pass decodes again (and overwrites any staged slot)
+            keep_samples_ = staged_ = false;
             keep_state_ = KeepState::dropped;
             decltype(samples_16_)().swap(samples_16_);  // give the memory back (= {} would keep it)
             break;
@@ -822,6 +849,12 @@ void Decoder::stats_pass() {
     for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
       const Block& b = blocks[bi];
       const auto& st = sc_[static_cast<std::size_t>(b.scene)];
+      if (staged_) {  // the file's pages of the block's samples, faulted in now (a full disk fails here)
+        const auto tp = Clock::now();
+        stage = static_cast<char*>(sink.place(0, b.s0, b.s1 - b.s0));
+        stage_first = b.s0;
+        t_.placing += seconds_since(tp);
+      }
       // Kept samples need no window afterwards: decode a few rows at a time and consume them while they
       // are in cache (a whole block's floats would go through memory three times). Only for scenes read
       // row by row (a tiled scene's blocks stay whole, so no tile is decoded twice).
@@ -1050,7 +1083,8 @@ void Decoder::write_pass(Sink& sink) {
           const std::uint64_t m = std::min(kGroup, n - g);
           for (std::uint64_t i = 0; i < m; ++i) {
             const auto id = u.s0 + g + i;
-            const float* px = keep_samples_ ? kept_sample(id, kept_buf)
+            // staged_: dst holds the unit's kept samples; each group is read before it is overwritten
+            const float* px = keep_samples_ ? kept_sample(kept_slot(id, dst, first), kept_buf)
                                             : w.pixel(static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]));
             pre_.apply(px, fout.data() + i * Bo);
           }
@@ -1267,7 +1301,8 @@ void Decoder::print_summary(double total_seconds, const Sink& sink) {
     }
   }
   const auto rall = comm_.allgatherv(rmine);
-  const auto kept_all = comm_.allgatherv(std::vector<std::int32_t>{static_cast<std::int32_t>(keep_state_)});
+  // per rank: how its samples were kept, and whether in the file's pages (+ 8)
+  const auto kept_all = comm_.allgatherv(std::vector<std::int32_t>{static_cast<std::int32_t>(keep_state_) + (staged_ ? 8 : 0)});
   const auto req_all = comm_.allgatherv(req_ms);
   const auto blk_all = comm_.allgatherv(blk_ms);
   if (rank_ != 0) return;
@@ -1304,11 +1339,14 @@ void Decoder::print_summary(double total_seconds, const Sink& sink) {
     // indexed by KeepState
     static const char* const kept_name[] = {"no (the write pass decodes them again)", "as float32", "as int16",
                                             "as uint16", "dropped (a value is not a 16-bit integer; decoded again)"};
+    const auto name = [&](std::int32_t k) {
+      return std::string(kept_name[k % 8]) + (k >= 8 ? " in the output file's pages" : "");
+    };
     o << "  samples kept for the write pass:";
     if (std::all_of(kept_all.begin(), kept_all.end(), [&](std::int32_t k) { return k == kept_all.at(0); })) {
-      o << " " << kept_name[kept_all.at(0)] << "\n";
+      o << " " << name(kept_all.at(0)) << "\n";
     } else {
-      for (int r = 0; r < R_; ++r) o << (r ? "," : "") << " rank " << r << " " << kept_name[kept_all.at(static_cast<std::size_t>(r))];
+      for (int r = 0; r < R_; ++r) o << (r ? "," : "") << " rank " << r << " " << name(kept_all.at(static_cast<std::size_t>(r)));
       o << "\n";
     }
   }
@@ -1494,11 +1532,6 @@ DecodeResult Decoder::run() {
     // share of the sources' chunks on a thread beside its decode.
     nlohmann::json all_sources = nlohmann::json::parse(comm_.bcast_string(rank_ == 0 ? sources.dump() : std::string()));
     SourceHasher hasher(all_sources, R_, rank_);
-    exchange_boundary_rows();
-    stats_pass();
-    if (opts_.pca > 0) pca_pass();
-    else pre_.pca_k = 0;
-    t_.phase(opts_.pca > 0 ? "statistics + PCA" : "statistics");
     std::vector<ArraySpec> arrays;
     const std::uint64_t N = table_.size();
     if (opts_.layout == Layout::cube) {
@@ -1513,12 +1546,18 @@ DecodeResult Decoder::run() {
     const int labels_idx = static_cast<int>(arrays.size());
     arrays.push_back({"labels", "/labels", DType::i32, {N}});
     arrays.push_back({"coords", "/coords", DType::i32, {N, 3}});
+    // created before the statistics pass, which may stage the kept samples in the file's pages
     std::unique_ptr<Sink> sink;
     {
       const auto tw0 = Clock::now();
       sink = opts_.backend == "h5" ? make_h5_sink(tmp, arrays, comm_) : make_npy_sink(tmp, arrays, comm_);
       t_.write += seconds_since(tw0);
     }
+    exchange_boundary_rows();
+    stats_pass(*sink);
+    if (opts_.pca > 0) pca_pass();
+    else pre_.pca_k = 0;
+    t_.phase(opts_.pca > 0 ? "statistics + PCA" : "statistics");
     write_pass(*sink);
     // labels and coords of my range
     std::vector<std::int32_t> lab(table_.label.begin() + static_cast<std::ptrdiff_t>(my_.begin),

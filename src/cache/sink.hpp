@@ -44,6 +44,8 @@ class Sink {
   /// (the file's own pages), or nullptr when this sink copies from write()'s buffer. The range must then
   /// be passed to write() as usual. Throws IoError when the pages cannot be had (e.g. a full disk).
   virtual void* place(int /*array*/, std::uint64_t /*first*/, std::uint64_t /*n*/) { return nullptr; }
+  /// Rank-local. Whether place() gives memory for arrays[array] (false: it returns nullptr).
+  virtual bool places(int /*array*/) const { return false; }
   /// True when write() is in fact rank-local (each rank its own byte ranges, no collective I/O): the
   /// caller need not keep the ranks in step between writes.
   virtual bool independent_writes() const { return false; }

@@ -419,8 +419,10 @@ def group_values(d):
 
 def check_kept_samples(d):
     """The statistics pass keeps pixel samples as int16/uint16 when every scene holds such integers, as
-    float32 otherwise, and drops them (the write pass decodes again) when a value is not a 16-bit integer:
-    the same cache every way."""
+    float32 otherwise, and drops them (the write pass decodes again) when a value is not a 16-bit integer;
+    npy keeps them in the samples' own slots in the file's pages when they fit there (the write pass
+    overwrites them): the same cache every way."""
+    pages = " in the output file's pages"
     def kept(log):
         m = re.search(r"samples kept for the write pass: (.*)", log)
         return m.group(1) if m else ""
@@ -438,7 +440,8 @@ def check_kept_samples(d):
         rc, log = decode(hdr, gt, out, R, base + ["--backend", backend])
         if not check(rc == 0, "uint16 scene decodes (%s, %d ranks)" % (backend, R), log):
             continue
-        check(kept(log) == "as uint16", "uint16 scene: samples kept as uint16 (%s)" % kept(log), log)
+        want = "as uint16" + (pages if backend == "npy" else "")
+        check(kept(log) == want, "uint16 scene: samples kept %s (%s)" % (want, kept(log)), log)
         data = reference(hdr, gt, drop=(1,))[0]
         check(close(load_arrays(out)[1]["samples"], data, "float32"), "uint16 scene: values equal numpy (%s)" % backend)
         sums.append(checksum(out))
@@ -447,6 +450,20 @@ def check_kept_samples(d):
     if check(rc == 0, "uint16 scene, samples kept as float32", log):
         check(kept(log) == "as float32", "the test knob keeps float32 (%s)" % kept(log), log)
         check(sums and all(c == checksum(out) for c in sums), "uint16 scene: the same checksum kept as uint16 or float32")
+    # npy, float16 output (a uint16 slot per band, as big as the kept value), 2 ranks in 3-row blocks (a
+    # staged range per block): kept in the file's pages, or (test knob) in a buffer of the rank's own; the
+    # same bytes, equal to numpy within float16 rounding
+    f16 = ["--layout", "pixel", "--dtype", "float16", "--normalize", "zscore", "--drop-bands", "1", "--backend", "npy"]
+    got = {}
+    for knob, want in (("0", "as uint16" + pages), ("1", "as uint16")):
+        out = os.path.join(d, "u16_f16_stage%s" % knob)
+        rc, log = decode(hdr, gt, out, 2, f16, env={"HSIPIPE_TEST_NO_STAGE": knob, "HSIPIPE_TEST_BLOCK_BYTES": "24000"})
+        if check(rc == 0, "uint16 scene, float16 npy, HSIPIPE_TEST_NO_STAGE=%s" % knob, log):
+            check(kept(log) == want, "float16 npy: samples kept %s (%s)" % (want, kept(log)), log)
+            got[knob] = open(os.path.join(out, "samples.npy"), "rb").read()
+            check(close(load_arrays(out)[1]["samples"], reference(hdr, gt, drop=(1,))[0], "float16"),
+                  "float16 npy, HSIPIPE_TEST_NO_STAGE=%s: values equal numpy" % knob)
+    check(len(got) == 2 and got["0"] == got["1"], "float16 npy: staged and buffered samples.npy byte-identical")
     # float32 scene: kept as float32. Forced to int16 (a test knob), the fractional values of row 140 make
     # rank 0, which owns rows 0-149, drop its kept samples in the middle of the pass (300 rows are read in
     # slices of 1 MiB, 134 rows, and row 140 is in the second); rank 1's values are whole numbers
@@ -460,13 +477,25 @@ def check_kept_samples(d):
         check(kept(log) == "as float32", "float32 scene: samples kept as float32 (%s)" % kept(log), log)
         check(close(load_arrays(ref)[1]["samples"], reference(hdr, gt, drop=(1,))[0], "float32"),
               "float32 scene: values equal numpy")
-        for R, want in ((1, "dropped (a value is not a 16-bit integer; decoded again)"),
-                        (2, "rank 0 dropped (a value is not a 16-bit integer; decoded again), rank 1 as int16")):
-            out = os.path.join(d, "f32_i16_%d" % R)
-            rc, log = decode(hdr, gt, out, R, base + ["--backend", "h5"], env={"HSIPIPE_TEST_KEEP_I16": "1"})
-            if check(rc == 0, "float32 scene, int16 forced, %d ranks" % R, log):
-                check(kept(log) == want, "%d ranks: kept samples: %s" % (R, kept(log)), log)
-                check(checksum(out) == checksum(ref), "%d ranks: the same cache as with float32 kept" % R)
+        dropped = "dropped (a value is not a 16-bit integer; decoded again)"
+        for R, backend, want in ((1, "h5", dropped), (2, "h5", "rank 0 %s, rank 1 as int16" % dropped),
+                                 # npy: rank 0 drops slots it staged in the file, which the write pass overwrites
+                                 (2, "npy", "rank 0 %s, rank 1 as int16%s" % (dropped, pages))):
+            out = os.path.join(d, "f32_i16_%s_%d" % (backend, R))
+            rc, log = decode(hdr, gt, out, R, base + ["--backend", backend], env={"HSIPIPE_TEST_KEEP_I16": "1"})
+            if check(rc == 0, "float32 scene, int16 forced, %s, %d ranks" % (backend, R), log):
+                check(kept(log) == want, "%s %d ranks: kept samples: %s" % (backend, R, kept(log)), log)
+                check(checksum(out) == checksum(ref), "%s %d ranks: the same cache as with float32 kept" % (backend, R))
+        # npy: float32 values fit a float32 output's slots (kept there), not a float16 output's (a buffer)
+        for dt, want in (("float32", "as float32" + pages), ("float16", "as float32")):
+            out = os.path.join(d, "f32_npy_" + dt)
+            rc, log = decode(hdr, gt, out, 1, base[:3] + [dt] + base[4:] + ["--backend", "npy"])
+            if check(rc == 0, "float32 scene, %s npy" % dt, log):
+                check(kept(log) == want, "float32 scene, %s npy: kept %s (%s)" % (dt, want, kept(log)), log)
+                check(close(load_arrays(out)[1]["samples"], reference(hdr, gt, drop=(1,))[0], dt),
+                      "float32 scene, %s npy: values equal numpy" % dt)
+                if dt == "float32":
+                    check(checksum(out) == checksum(ref), "float32 scene: npy (kept in the file) and h5 give one cache")
 
 
 def group_lifecycle(d):
@@ -595,6 +624,35 @@ def group_errors(d):
     check(rc != 0 and "missing_gt" in log, "missing labels file named")
     rc, log = run(["verify", os.path.join(d, "nothing")], ranks=0)
     check(rc != 0 and "no such cache" in log, "verify of a missing cache")
+    check_full_disk(d)
+
+
+def check_full_disk(d):
+    """A disk with room for the samples but not for the rest: the sink creates and reserves every file's blocks
+    up front (fallocate), so the decode fails there, naming the file, before any rank writes (no SIGBUS in a
+    store to the mapped file), and leaves nothing."""
+    hdr, gt = make_scene(d, "full", seed=5)
+    n = int((np.asarray(envi.open(gt).load())[:, :, 0] != 0).sum())
+    page = 4096
+    size = (64 + n * 40 * 4 + page - 1) // page * page + page  # samples.npy and one page: not labels + coords
+    mnt = os.path.join(d, "small_disk")
+    os.makedirs(mnt)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % size, "tmpfs", mnt], capture_output=True, text=True)
+    if p.returncode != 0:  # not root, or no mount permission in this container
+        print("skip  full disk: cannot mount a small tmpfs here (%s)" % p.stderr.strip())
+        return
+    try:
+        for backend, R in (("npy", 2), ("h5", 2)):
+            out = os.path.join(mnt, "cache_" + backend)
+            rc, log = decode(hdr, gt, out, R, ["--backend", backend, "--dtype", "float32"])
+            named = ("labels.npy" in log or "coords.npy" in log) if backend == "npy" else "cache.h5" in log
+            check(rc == 4 and named and "No space left" in log,
+                  "%s, disk too small for the cache: I/O error naming the file (rc %d)" % (backend, rc), log)
+            check(not os.path.exists(out) and not glob.glob(out + ".tmp-*"), "  ... nothing left in %s" % mnt)
+            for f in glob.glob(os.path.join(mnt, "*")):  # the lock file, so that the h5 case has the same room
+                os.remove(f)
+    finally:
+        subprocess.run(["umount", mnt])
 
 
 def group_tiled(d):
