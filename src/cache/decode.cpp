@@ -1608,6 +1608,7 @@ DecodeResult Decoder::run() {
       sink->write_small({"pca_components", "/pca_components", DType::f64, {static_cast<std::uint64_t>(pre_.pca_k), B}},
                         pre_.components.data());
     t_.write += seconds_since(tw0);
+    sink->start_flush();  // the wait for the disk beside the checksum and the manifest
     t_.phase("decode + write");
     // checksum: per-item hashes in item order
     std::vector<std::uint64_t> all_hashes;

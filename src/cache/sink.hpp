@@ -51,6 +51,10 @@ class Sink {
   virtual bool independent_writes() const { return false; }
   /// COLLECTIVE. A whole small array; `data` is read on rank 0 only.
   virtual void write_small(const ArraySpec& spec, const void* data) = 0;
+  /// Rank-local. After this rank's last write: starts making the bytes written so far durable (fsync on a
+  /// thread of the sink's own), beside whatever the caller does until finish(), which then waits only for
+  /// what is left and reports a failure of it.
+  virtual void start_flush() {}
   /// COLLECTIVE. Flushes (fsync) and closes; h5 also stores `manifest` as the root attribute.
   virtual void finish(const std::string& manifest) = 0;
   std::uint64_t bytes_written() const noexcept { return bytes_written_; }
