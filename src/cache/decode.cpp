@@ -820,8 +820,9 @@ void Decoder::stats_pass(Sink& sink) {
   // Staged in the output slots (see staged_): the 1-rank npy decode of scripts/bench_decode.sh touches
   // 318 MiB less fresh memory (HSIPIPE_TEST_NO_STAGE=1 keeps a buffer of our own, for A/B runs and tests)
   stage_stride_ = Bs * dtype_size(opts_.dtype);  // the output item: kept samples mean no PCA
+  // (the output pages it holds dirty between the passes count against --memory-mb, as the buffer would)
   staged_ = keep_samples_ && sink.places(0) && Bs * kept_elem <= stage_stride_ &&
-            test_value("HSIPIPE_TEST_NO_STAGE", 0) == 0;
+            my_.size() * stage_stride_ <= opts_.memory_bytes && test_value("HSIPIPE_TEST_NO_STAGE", 0) == 0;
   collective_step(comm_, "the statistics pass", [&] {
     if (keep_samples_)
       keep_state_ = kept_type_ == KeptType::f32   ? KeepState::f32
@@ -1579,12 +1580,13 @@ DecodeResult Decoder::run() {
         crd[3 * (i - my_.begin) + 1] = table_.row[i];
         crd[3 * (i - my_.begin) + 2] = table_.col[i];
       }
-      {
-        const auto tl0 = Clock::now();
+      const auto tl0 = Clock::now();
+      // npy writes are rank-local: a failure (a full disk) must fail every rank, not leave them waiting
+      collective_step(comm_, "writing the labels and coordinates", [&] {
         sink->write(labels_idx, my_.begin, my_.size(), lab.data());
         sink->write(labels_idx + 1, my_.begin, my_.size(), crd.data());
-        t_.write += seconds_since(tl0);
-      }
+      });
+      t_.write += seconds_since(tl0);
     }
     exchange_boundary_rows();
     stats_pass(*sink);

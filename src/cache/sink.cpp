@@ -57,12 +57,15 @@ void pwrite_all(int fd, const char* p, std::uint64_t n, std::uint64_t off, const
 /// Allocates the file's blocks up front (fallocate): a disk too small fails here, naming the file, before
 /// any rank writes, and the ranks' stores into one file then need no block reservation each (ext4's
 /// delayed allocation takes per-inode locks for every new block: two ranks faulting in the pages of one
-/// file took turns). A file system without fallocate (EOPNOTSUPP) allocates as the pages are written; so
-/// does tmpfs (/dev/shm on a diskless node), whose fallocate allocates and zeroes the memory itself, on the
-/// one rank that creates the file (the benchmark's 2-rank npy decode into /dev/shm: 0.49 s, 1 rank 0.73 s).
-void reserve_blocks(int fd, std::uint64_t bytes, const std::string& path, int mode = 0) {
+/// file took turns). A file system without fallocate (EOPNOTSUPP) allocates as the pages are written.
+/// `unless_tmpfs`: not on tmpfs (/dev/shm on a diskless node), whose fallocate allocates and zeroes the
+/// memory itself, on the one rank that creates the file (the benchmark's npy decode into /dev/shm: 2 ranks
+/// 0.49 s, 1 rank 0.73 s); there the npy sink's place() faults each rank's own pages in, in parallel, and
+/// a full tmpfs fails there, rank-local. h5 reserves on tmpfs too: a full disk inside HDF5's collective
+/// write would fail one rank in the middle of a collective call.
+void reserve_blocks(int fd, std::uint64_t bytes, const std::string& path, int mode, bool unless_tmpfs) {
   struct statfs fs {};
-  if (bytes == 0 || (::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC)) return;
+  if (bytes == 0 || (unless_tmpfs && ::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC)) return;
   int rc;
   do rc = ::fallocate(fd, mode, 0, static_cast<off_t>(bytes));
   while (rc != 0 && errno == EINTR);
@@ -87,12 +90,15 @@ class EarlyFlush {
     std::string path;
     int err = 0;  ///< 0: none
   };
-  void start(std::vector<std::pair<std::string, int>> files) {
-    job_ = std::async(std::launch::async, [files = std::move(files)] {
-      for (const auto& [p, fd] : files)
-        if (::fsync(fd) != 0) return Failure{p, errno};
-      return Failure{};
-    });
+  void start(std::vector<std::pair<std::string, int>> files) noexcept {
+    try {
+      job_ = std::async(std::launch::async, [files = std::move(files)] {
+        for (const auto& [p, fd] : files)
+          if (::fsync(fd) != 0) return Failure{p, errno};
+        return Failure{};
+      });
+    } catch (const std::exception&) {  // no thread to be had: finish() makes it durable, only later
+    }
   }
   Failure wait() { return job_.valid() ? job_.get() : Failure{}; }
 
@@ -115,7 +121,7 @@ class NpySink final : public Sink {
         pwrite_all(fd.get(), hdr.data(), hdr.size(), 0, p);
         const std::uint64_t total = hdr.size() + a.shape.at(0) * a.item_bytes();
         if (::ftruncate(fd.get(), static_cast<off_t>(total)) != 0) throw IoError(p, "ftruncate", errno);
-        reserve_blocks(fd.get(), total, p);
+        reserve_blocks(fd.get(), total, p, 0, true);
       }
     });
     collective_step(comm, "opening the .npy files", [&] {
@@ -153,8 +159,12 @@ class NpySink final : public Sink {
     static const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto b = reinterpret_cast<std::uintptr_t>(p) & ~(page - 1);
     const auto e = reinterpret_cast<std::uintptr_t>(p) + n * a.item_bytes();
-    if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_WRITE) != 0 && errno != EINVAL)
-      throw IoError(path(a), "mapping items " + std::to_string(first) + ".." + std::to_string(first + n) + " for writing", errno);
+    if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) {
+      const std::string what = "mapping items " + std::to_string(first) + ".." + std::to_string(first + n) + " for writing";
+      // a page the file system cannot give (a full tmpfs, where no blocks were reserved) is EFAULT here
+      if (errno == EFAULT) throw IoError(path(a), what + " failed: the file system cannot give the pages (no space left?)");
+      throw IoError(path(a), what, errno);
+    }
     return p;
   }
 
@@ -276,7 +286,7 @@ class H5Sink final : public Sink {
       if (comm.rank() != 0 || end == 0) return;
       FdOwner fd(::open(path_.c_str(), O_WRONLY | O_CLOEXEC));
       if (fd.get() < 0) throw IoError(path_, "open", errno);
-      reserve_blocks(fd.get(), end, path_, FALLOC_FL_KEEP_SIZE);
+      reserve_blocks(fd.get(), end, path_, FALLOC_FL_KEEP_SIZE, false);
     });
     // Our own descriptor on the file, only to start writeback beside the decode (see write()).
     writeback_ = FdOwner(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
