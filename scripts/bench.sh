@@ -13,7 +13,7 @@
 #     --work DIR         keep each benchmark's log and JSON in DIR (default: a temporary directory, removed)
 #     --report-only DIR  run nothing: rewrite the page and plot from a DIR an earlier --work run kept
 #   HSIPIPE_BIN        the executable (default build/hsipipe)
-#   Sizes: each script's defaults are the issues' sizes. BENCH_ROWS/BENCH_COLS/BENCH_BANDS, BENCH_REPEAT,
+#   Sizes: each script's defaults are the issues' sizes. BENCH_ROWS/BENCH_COLS/BENCH_BANDS, BENCH_REPEAT, BENCH_DECODE_REPEAT,
 #   BENCH_BATCHES, BENCH_EPOCHS, BENCH_LABELED_FRACTION (and bench_train's ROWS/COLS/BANDS/EPOCHS) are passed
 #   through for smoke tests at small sizes, and BENCH_REMOTE_SIZE="ROWS COLS BANDS" to bench_remote.sh; the page
 #   then says, in bold, that sizes were overridden.
@@ -99,7 +99,7 @@ rm -rf "$WORK/train-run"
 # what the page must say about this run: duration, load at the end, sizes overridden by the environment
 "$PY" - "$WORK/run.json" "$T0" <<'PY'
 import json, os, sys, time
-keys = ("BENCH_ROWS", "BENCH_COLS", "BENCH_BANDS", "BENCH_REPEAT", "BENCH_BATCHES", "BENCH_EPOCHS",
+keys = ("BENCH_ROWS", "BENCH_COLS", "BENCH_BANDS", "BENCH_REPEAT", "BENCH_DECODE_REPEAT", "BENCH_BATCHES", "BENCH_EPOCHS",
         "BENCH_LABELED_FRACTION", "BENCH_REMOTE_SIZE", "ROWS", "COLS", "BANDS", "EPOCHS", "BATCH", "THREADS")
 json.dump({"minutes": (time.time() - float(sys.argv[2])) / 60,
            "overrides": {k: os.environ[k] for k in keys if os.environ.get(k)}}, open(sys.argv[1], "w"), indent=2)

@@ -8,12 +8,15 @@
 # Targets (issue 2): hsipipe >= 5x SPy, and >= 0.5x the page-cache read rate.
 #   HSIPIPE_BIN     the executable (default build/hsipipe; run scripts/setup.sh first)
 #   BENCH_ROWS/BENCH_COLS/BENCH_BANDS/BENCH_REPEAT   scene size and repetitions
+#   BENCH_DECODE_REPEAT  rounds of the decode section, the Python baseline's too (default 5: a decode
+#                   takes under a second and the VM's runs vary by 2x; the best of 3 was often a slow run)
 #   BENCH_JSON      also write the figures as JSON to this file (scripts/bench.sh uses it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${HSIPIPE_BIN:-build/hsipipe}
 PY=/usr/bin/python3
 ROWS=${BENCH_ROWS:-1024} COLS=${BENCH_COLS:-1024} BANDS=${BENCH_BANDS:-224} REPEAT=${BENCH_REPEAT:-3}
+DREPEAT=${BENCH_DECODE_REPEAT:-5}
 [ -x "$BIN" ] || { echo "bench_decode: $BIN not found: run scripts/setup.sh first (or set HSIPIPE_BIN)" >&2; exit 2; }
 BIN=$(realpath "$BIN")
 BENCH_TMP=$(mktemp -d "${TMPDIR:-/tmp}/hsipipe-bench.XXXXXX")
@@ -73,7 +76,7 @@ awk -v h="$HS_S" -v s="$SPY_S" -v c="$CAT_S" 'BEGIN {
 # `hsipipe decode` (pixel, float16, zscore over the labeled pixels) with 1 and 2 ranks, h5 and npy,
 # against a Python baseline doing the same work (SPy load, select the labeled pixels, z-score in
 # float64, np.save float16 samples + labels + coords). hsipipe times are the whole mpiexec command
-# (start-up included); the baseline is timed inside Python (imports excluded). Best of $BENCH_REPEAT.
+# (start-up included); the baseline is timed inside Python (imports excluded). Best of $DREPEAT.
 # Targets (issue 3): 1 rank >= 3x the baseline, 2 ranks >= 1.6x 1 rank, h5 within 1.5x of npy.
 LABELS=$BENCH_TMP/scene/labels.hdr
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -90,9 +93,9 @@ decode_once() {
   t1=$(now)
   awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }'
 }
-# The configurations run in turn, $REPEAT rounds, each round in a rotated order: on a virtual machine
+# The configurations run in turn, $DREPEAT rounds, each round in a rotated order: on a virtual machine
 # back-to-back runs alternate fast and slow (host page reuse), and a fixed order (all 1-rank runs, then all
-# 2-rank runs) credits whichever configuration happens to meet the fast phases. Best of $REPEAT each.
+# 2-rank runs) credits whichever configuration happens to meet the fast phases. Best of $DREPEAT each.
 # The "ram" configurations write into RAM (/dev/shm, no disk; informational: the scaling of the decode itself
 # when the output's flush to disk is not part of it).
 RAM_DIR=""
@@ -104,7 +107,7 @@ CONFIGS=("1 npy" "2 npy" "1 h5" "2 h5")
 [ -n "$RAM_DIR" ] && CONFIGS+=("1 npy ram" "2 npy ram")
 declare -A TIMES
 NC=${#CONFIGS[@]}
-for i in $(seq "$REPEAT"); do
+for i in $(seq "$DREPEAT"); do
   for j in $(seq 0 $((NC - 1))); do
     read -r r be where <<< "${CONFIGS[$(( (i + j) % NC ))]}"
     out="$BENCH_TMP/cache_${be}_$r"
@@ -137,7 +140,7 @@ done
 DISK_S=$(best "${dd_t[@]}")
 DISK_BYTES=$(( (OUT_BYTES + 4194303) / 4194304 * 4194304 ))
 NSAMP=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['n_samples'])" "$BENCH_TMP/cache_npy_1/manifest.json")
-PY_S=$("$PY" - "$SCENE" "$LABELS" "$BENCH_TMP/py" "$REPEAT" <<'PYEOF'
+PY_S=$("$PY" - "$SCENE" "$LABELS" "$BENCH_TMP/py" "$DREPEAT" <<'PYEOF'
 import os, sys, time, warnings
 warnings.simplefilter("ignore")
 import numpy as np
@@ -194,7 +197,7 @@ sed -n '/decode summary/,$p' "$BENCH_TMP/last_decode_npy_2.log"
 if [ -n "${BENCH_JSON:-}" ]; then
   "$PY" - "$BENCH_JSON" "$ROWS" "$COLS" "$BANDS" "$REPEAT" "$BYTES" "$NSAMP" "$CAT_S" "$HS_S" "$HS2_S" "$SPY_S" \
     "$PY_S" "$D_NPY1" "$D_NPY2" "$D_H51" "$D_H52" "$(cat "$BENCH_TMP/maxdiff")" "$DISK_S" "$DISK_BYTES" "$D_RAM1" "$D_RAM2" \
-    "$(for k in "${!TIMES[@]}"; do echo "$k=${TIMES[$k]}"; done)" <<'PYEOF'
+    "$(for k in "${!TIMES[@]}"; do echo "$k=${TIMES[$k]}"; done)" "$DREPEAT" <<'PYEOF'
 import json, math, sys
 a = sys.argv
 rows, cols, bands, repeat, nbytes, nsamp = map(int, a[2:8])
@@ -208,7 +211,7 @@ mbs = lambda s: nbytes / s / 1e6
 opt = lambda x: None if math.isnan(x) else x
 json.dump({
     "decode_runs_s": runs, "order": "rounds of every configuration, each round rotated",
-    "disk_durable_write": {"bytes": disk_bytes, "s": disk_s, "mb_s": disk_bytes / disk_s / 1e6},
+    "decode_repeat": int(a[23]), "disk_durable_write": {"bytes": disk_bytes, "s": disk_s, "mb_s": disk_bytes / disk_s / 1e6},
     "decode_ram_s": {"npy_1_rank": opt(ram1), "npy_2_ranks": opt(ram2),
                      "npy_2_vs_1_ranks": None if math.isnan(ram1) or math.isnan(ram2) else ram1 / ram2},
     "scene": {"rows": rows, "cols": cols, "bands": bands, "dtype": "int16", "interleave": "bil", "bytes": nbytes,

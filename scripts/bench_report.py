@@ -360,7 +360,8 @@ def report(args):
               "or an npy cache, against a Python baseline doing the same work (SPy load, select the labeled pixels, "
               "z-score in float64, `np.save` of samples, labels and coordinates). hsipipe's times are the whole "
               "`mpiexec` command, start-up included; the baseline is timed inside Python, imports excluded. Input MB/s "
-              f"are of the scene file's bytes. Best of {dec['repeat']}, the configurations run in turn, each round in a "
+              f"are of the scene file's bytes. Best of {dec.get('decode_repeat', dec['repeat'])}, the configurations run "
+              "in turn, each round in a "
               "rotated order (on a virtual machine back-to-back runs alternate fast and slow; every run: "
               + decode_runs(dec) + ").", "",
               "| run | s | input MB/s |", "|---|---:|---:|",
