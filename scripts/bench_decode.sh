@@ -128,17 +128,17 @@ D_RAM1=$(if [ -n "$RAM_DIR" ]; then best_of "1 npy ram"; else echo nan; fi)
 D_RAM2=$(if [ -n "$RAM_DIR" ]; then best_of "2 npy ram"; else echo nan; fi)
 # The output's limit: the cache directory's disk writing the samples' bytes durably (dd ... conv=fsync, as
 # decode fsyncs before publishing), best of $REPEAT
-OUT_BYTES=$(stat -c %s "$BENCH_TMP/cache_npy_1/samples.npy")
+DD_BLOCKS=$(( ($(stat -c %s "$BENCH_TMP/cache_npy_1/samples.npy") + 4194303) / 4194304 ))  # of 4 MiB
+DISK_BYTES=$(( DD_BLOCKS * 4194304 ))
 dd_t=()
 for _ in $(seq "$REPEAT"); do
   t0=$(now)
-  dd if=/dev/zero of="$BENCH_TMP/ddtest" bs=4M count=$(( (OUT_BYTES + 4194303) / 4194304 )) conv=fsync status=none
+  dd if=/dev/zero of="$BENCH_TMP/ddtest" bs=4M count="$DD_BLOCKS" conv=fsync status=none
   t1=$(now)
   rm -f "$BENCH_TMP/ddtest"
   dd_t+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")
 done
 DISK_S=$(best "${dd_t[@]}")
-DISK_BYTES=$(( (OUT_BYTES + 4194303) / 4194304 * 4194304 ))
 NSAMP=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['n_samples'])" "$BENCH_TMP/cache_npy_1/manifest.json")
 PY_S=$("$PY" - "$SCENE" "$LABELS" "$BENCH_TMP/py" "$DREPEAT" <<'PYEOF'
 import os, sys, time, warnings

@@ -202,7 +202,8 @@ def decode_runs(dec):
         return "not recorded"
     names = {"1_npy_disk": "npy 1 rank", "2_npy_disk": "npy 2 ranks", "1_h5_disk": "h5 1 rank", "2_h5_disk": "h5 2 ranks",
              "1_npy_ram": "npy into RAM 1 rank", "2_npy_ram": "npy into RAM 2 ranks"}
-    return "; ".join(f"{names.get(k, k)} " + ", ".join(f"{t:.2f}" for t in v) for k, v in sorted(runs.items(), key=lambda kv: list(names).index(kv[0]) if kv[0] in names else 99))
+    order = [k for k in names if k in runs] + sorted(k for k in runs if k not in names)
+    return "; ".join(f"{names.get(k, k)} " + ", ".join(f"{t:.2f}" for t in runs[k]) for k in order)
 
 
 def output_limit(dec):
@@ -385,7 +386,7 @@ def report(args):
               + output_limit(dec) + " So do the machine's fresh pages: the development VM's host takes back memory "
               "the guest has freed (free page reporting), and a first touch of such memory costs ~1.8 ms per MB "
               "against ~0.2 ms for memory reused at once (a C test, 2 Dec 2026: 334 MB in 0.6-0.7 s after a 3 s pause, "
-              "0.05-0.1 s back to back), which is why one command's times vary by 2x from run to run.", ""]
+              "0.05-0.1 s back to back), which is why one command's times vary by 2-3x from run to run.", ""]
 
     # ---- training (issue 5)
     if trn:

@@ -818,7 +818,8 @@ void Decoder::stats_pass(Sink& sink) {
   keep_samples_ = opts_.layout == Layout::pixel && stats_is_write_ && opts_.pca == 0 &&
                   my_.size() * Bs * kept_elem <= opts_.memory_bytes;
   // Staged in the output slots (see staged_): the 1-rank npy decode of scripts/bench_decode.sh touches
-  // 318 MiB less fresh memory (HSIPIPE_TEST_NO_STAGE=1 keeps a buffer of our own, for A/B runs and tests)
+  // 318 MiB less fresh memory (bench_decode_ab.sh "HSIPIPE_TEST_NO_STAGE=1" "" 1 8, npy, 2 Dec 2026: min
+  // 0.789 -> 0.662 s, median 1.692 -> 0.709 s; 2 ranks min 0.554 -> 0.552 s, median 0.868 -> 0.570 s)
   stage_stride_ = Bs * dtype_size(opts_.dtype);  // the output item: kept samples mean no PCA
   // (the output pages it holds dirty between the passes count against --memory-mb, as the buffer would)
   staged_ = keep_samples_ && sink.places(0) && Bs * kept_elem <= stage_stride_ &&
@@ -1317,8 +1318,8 @@ void Decoder::print_summary(double total_seconds, const Sink& sink) {
     }
   }
   const auto rall = comm_.allgatherv(rmine);
-  // per rank: how its samples were kept, and whether in the file's pages (+ 8)
-  const auto kept_all = comm_.allgatherv(std::vector<std::int32_t>{static_cast<std::int32_t>(keep_state_) + (staged_ ? 8 : 0)});
+  // per rank: how its samples were kept, and whether in the file's pages
+  const auto kept_all = comm_.allgatherv(std::vector<std::int32_t>{static_cast<std::int32_t>(keep_state_), staged_ ? 1 : 0});
   const auto req_all = comm_.allgatherv(req_ms);
   const auto blk_all = comm_.allgatherv(blk_ms);
   if (rank_ != 0) return;
@@ -1355,14 +1356,17 @@ void Decoder::print_summary(double total_seconds, const Sink& sink) {
     // indexed by KeepState
     static const char* const kept_name[] = {"no (the write pass decodes them again)", "as float32", "as int16",
                                             "as uint16", "dropped (a value is not a 16-bit integer; decoded again)"};
-    const auto name = [&](std::int32_t k) {
-      return std::string(kept_name[k % 8]) + (k >= 8 ? " in the output file's pages" : "");
+    const auto name = [&](int r) {
+      const auto i = 2 * static_cast<std::size_t>(r);
+      return std::string(kept_name[kept_all.at(i)]) + (kept_all.at(i + 1) ? " in the output file's pages" : "");
     };
+    bool same = true;
+    for (int r = 1; r < R_; ++r) same = same && name(r) == name(0);
     o << "  samples kept for the write pass:";
-    if (std::all_of(kept_all.begin(), kept_all.end(), [&](std::int32_t k) { return k == kept_all.at(0); })) {
-      o << " " << name(kept_all.at(0)) << "\n";
+    if (same) {
+      o << " " << name(0) << "\n";
     } else {
-      for (int r = 0; r < R_; ++r) o << (r ? "," : "") << " rank " << r << " " << name(kept_all.at(static_cast<std::size_t>(r)));
+      for (int r = 0; r < R_; ++r) o << (r ? "," : "") << " rank " << r << " " << name(r);
       o << "\n";
     }
   }
@@ -1569,8 +1573,8 @@ DecodeResult Decoder::run() {
       sink = opts_.backend == "h5" ? make_h5_sink(tmp, arrays, comm_) : make_npy_sink(tmp, arrays, comm_);
       t_.write += seconds_since(tw0);
     }
-    // labels and coords of my range, known from the sample table: written now, so that their bytes reach
-    // the disk beside the statistics pass, not in the flush before publishing
+    // labels and coords of my range, known from the sample table: written now, so that their writeback
+    // starts beside the statistics pass instead of joining the samples' at the end
     {
       std::vector<std::int32_t> lab(table_.label.begin() + static_cast<std::ptrdiff_t>(my_.begin),
                                     table_.label.begin() + static_cast<std::ptrdiff_t>(my_.end));

@@ -92,12 +92,16 @@ NpyHeader read_npy_header(const std::string& path) {
   return h;
 }
 
-void write_npy(const std::string& path, DType dtype, const std::vector<std::uint64_t>& shape, const void* data) {
+std::string npy_file_bytes(DType dtype, const std::vector<std::uint64_t>& shape, const void* data) {
   std::string bytes = npy_header_bytes(dtype, shape);
   std::uint64_t n = dtype_size(dtype);
   for (auto d : shape) n *= d;
   bytes.append(static_cast<const char*>(data), n);
-  fs::write_text_atomic(path, bytes);
+  return bytes;
+}
+
+void write_npy(const std::string& path, DType dtype, const std::vector<std::uint64_t>& shape, const void* data) {
+  fs::write_text_atomic(path, npy_file_bytes(dtype, shape, data));
 }
 
 std::vector<char> read_npy(const std::string& path, DType expect, NpyHeader* header) {

@@ -24,7 +24,9 @@ std::string npy_header_bytes(DType dtype, const std::vector<std::uint64_t>& shap
 /// (magic, version, descr, fortran_order, shape) and StaleError when the file is shorter than it claims.
 NpyHeader read_npy_header(const std::string& path);
 
-/// Writes a whole small array (header + data) atomically (temp + rename). Rank-local.
+/// A whole small array's file bytes: header + data (C order).
+std::string npy_file_bytes(DType dtype, const std::vector<std::uint64_t>& shape, const void* data);
+/// Writes a whole small array (npy_file_bytes()) atomically (temp + rename). Rank-local.
 void write_npy(const std::string& path, DType dtype, const std::vector<std::uint64_t>& shape, const void* data);
 /// Reads a whole small array, checking its dtype; returns the raw bytes.
 std::vector<char> read_npy(const std::string& path, DType expect, NpyHeader* header = nullptr);

@@ -56,13 +56,16 @@ void pwrite_all(int fd, const char* p, std::uint64_t n, std::uint64_t off, const
 
 /// Allocates the file's blocks up front (fallocate): a disk too small fails here, naming the file, before
 /// any rank writes, and the ranks' stores into one file then need no block reservation each (ext4's
-/// delayed allocation takes per-inode locks for every new block: two ranks faulting in the pages of one
-/// file took turns). A file system without fallocate (EOPNOTSUPP) allocates as the pages are written.
+/// delayed allocation takes per-inode locks for every new block: two ranks writing one file took turns;
+/// bench_decode_ab.sh with a temporary switch, 2 Dec 2026, h5 2 ranks: min 0.570 -> 0.498 s, median 0.628
+/// -> 0.558 s; npy 1 rank median 0.812 -> 0.723 s). A file system without fallocate (EOPNOTSUPP) allocates
+/// as the pages are written.
 /// `unless_tmpfs`: not on tmpfs (/dev/shm on a diskless node), whose fallocate allocates and zeroes the
-/// memory itself, on the one rank that creates the file (the benchmark's npy decode into /dev/shm: 2 ranks
-/// 0.49 s, 1 rank 0.73 s); there the npy sink's place() faults each rank's own pages in, in parallel, and
-/// a full tmpfs fails there, rank-local. h5 reserves on tmpfs too: a full disk inside HDF5's collective
-/// write would fail one rank in the middle of a collective call.
+/// memory itself, on the one rank that creates the file; there the npy sink's place() faults each rank's
+/// own pages in, in parallel, and a full tmpfs fails there, rank-local (the benchmark's npy decode with
+/// TMPDIR=/dev/shm, bench_decode_ab.sh with a temporary switch, 2 Dec 2026, 6 pairs: 2 ranks min 0.532 ->
+/// 0.518 s, median 0.571 -> 0.534 s; 1 rank within noise). h5 reserves on tmpfs too: a full disk inside
+/// HDF5's collective write would fail one rank in the middle of a collective call.
 void reserve_blocks(int fd, std::uint64_t bytes, const std::string& path, int mode, bool unless_tmpfs) {
   struct statfs fs {};
   if (bytes == 0 || (unless_tmpfs && ::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC)) return;
@@ -74,8 +77,9 @@ void reserve_blocks(int fd, std::uint64_t bytes, const std::string& path, int mo
 }
 
 /// fsyncs files on a thread of its own, so that the fsync that makes a cache durable before it is published
-/// (finish()) waits only for what was written since, and the wait for the disk (the whole tail of a 2-rank
-/// decode on the benchmark VM) runs beside the checksum and the manifest. The descriptors must stay open
+/// (finish()) waits only for what was written since, and the wait for the disk runs beside the checksum and
+/// the manifest (in the benchmark's 2-rank npy decode the disk is still writing then: its phases line shows
+/// 0.05-0.13 s of "checksum + manifest + publish", against 0.02 s on 1 rank). The descriptors must stay open
 /// until wait(), which gives the first failure (err 0: none): the kernel reports a writeback error to one
 /// fsync only, so it must not be lost here.
 class EarlyFlush {
@@ -206,13 +210,11 @@ class NpySink final : public Sink {
       const std::string p = path(spec);
       FdOwner fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
       if (fd.get() < 0) throw IoError(p, "create", errno);
-      const std::uint64_t n = spec.shape.empty() ? 0 : spec.shape[0] * spec.item_bytes();
-      std::string bytes = npy_header_bytes(spec.dtype, spec.shape);
-      bytes.append(static_cast<const char*>(data), n);
+      const std::string bytes = npy_file_bytes(spec.dtype, spec.shape, data);
       pwrite_all(fd.get(), bytes.data(), bytes.size(), 0, p);
       (void)::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE);  // advisory, as in write()
       small_.emplace_back(p, std::move(fd));
-      bytes_written_ += n;
+      bytes_written_ += spec.shape.empty() ? 0 : spec.shape[0] * spec.item_bytes();
     });
   }
 

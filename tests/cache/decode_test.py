@@ -635,7 +635,7 @@ def check_full_disk(d):
     hdr, gt = make_scene(d, "full", seed=5)
     n = int((np.asarray(envi.open(gt).load())[:, :, 0] != 0).sum())
     page = 4096
-    size = (64 + n * 40 * 4 + page - 1) // page * page + page  # samples.npy and one page: not labels + coords
+    size = (64 + n * 40 * 4 + page - 1) // page * page + page  # about samples.npy's room: not the whole cache
     mnt = os.path.join(d, "small_disk")
     os.makedirs(mnt)
     p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % size, "tmpfs", mnt], capture_output=True, text=True)
