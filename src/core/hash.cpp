@@ -1,12 +1,16 @@
 #include "core/hash.hpp"
 
 #include <openssl/evp.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "core/error.hpp"
@@ -84,16 +88,62 @@ std::uint64_t xxh3_file(const std::string& path) {
   return h.digest();
 }
 
+namespace {
+
+/// A read-only shared mapping of bytes [off, off + n) of an open file (off a multiple of the page size);
+/// empty when the file cannot be mapped (the caller reads it instead).
+class ChunkMap {
+ public:
+  ChunkMap(int fd, std::uint64_t off, std::uint64_t n) : n_(n) {
+    void* p = ::mmap(nullptr, static_cast<std::size_t>(n), PROT_READ, MAP_SHARED, fd, static_cast<off_t>(off));
+    if (p != MAP_FAILED) p_ = p;
+  }
+  ~ChunkMap() {
+    if (p_) ::munmap(p_, static_cast<std::size_t>(n_));
+  }
+  ChunkMap(const ChunkMap&) = delete;
+  ChunkMap& operator=(const ChunkMap&) = delete;
+  const void* data() const noexcept { return p_; }
+
+ private:
+  void* p_ = nullptr;
+  std::uint64_t n_ = 0;
+};
+
+}  // namespace
+
 std::vector<std::uint64_t> xxh3_file_chunks(const std::string& path, std::uint64_t file_bytes, std::uint64_t c0,
                                             std::uint64_t c1) {
   std::vector<std::uint64_t> out;
   if (c0 >= c1) return out;
-  const ReadFile f(path);  // a file shorter than file_bytes (it changed) is an IoError naming it
-  std::vector<char> buf(kHashBufferBytes);
+  const ReadFile f(path);
+  // A file shorter than file_bytes changed since it was described: an IoError naming it, checked before
+  // mapping (a mapped page past the end of the file would be SIGBUS, not an error).
+  struct stat st{};
+  if (::fstat(f.get(), &st) != 0) throw IoError(path, "fstat", errno);
+  const std::uint64_t last = std::min(file_bytes, c1 * kHashChunkBytes);
+  if (static_cast<std::uint64_t>(st.st_size) < last)
+    throw IoError(path, "read (unexpected end of file: " + std::to_string(st.st_size) + " bytes, " +
+                            std::to_string(file_bytes) + " expected)", EIO);
+  // Chunks are hashed where they lie in the page cache, mapped: no copy into a buffer. The benchmark's
+  // 448 MiB scene, from the page cache, on one thread: 0.14-0.18 s through a 256 KiB buffer, 0.08 s mapped
+  // (2 Dec 2026). A file that cannot be mapped, or HSIPIPE_HASH_PREAD=1 (tests), is read.
+  const char* force = std::getenv("HSIPIPE_HASH_PREAD");
+  const bool try_map = !(force && *force && std::strcmp(force, "0") != 0);
+  std::vector<char> buf;
   for (std::uint64_t c = c0; c < c1; ++c) {
-    const std::uint64_t end = std::min(file_bytes, (c + 1) * kHashChunkBytes);
+    const std::uint64_t begin = c * kHashChunkBytes, end = std::min(file_bytes, begin + kHashChunkBytes);
+    if (try_map) {
+      const ChunkMap m(f.get(), begin, end - begin);
+      if (m.data()) {
+        out.push_back(xxh3_64(m.data(), static_cast<std::size_t>(end - begin)));
+        continue;
+      }
+    }
+    // A buffer that stays in the core's L2: the copy out of the page cache and the hash cost one pass
+    buf.resize(kHashBufferBytes);
     Xxh3Stream h;
-    for (std::uint64_t off = c * kHashChunkBytes; off < end; off += buf.size()) {
+    for (std::uint64_t off = begin; off < end; off += buf.size()) {
       const std::uint64_t n = std::min<std::uint64_t>(buf.size(), end - off);
       f.pread_all(buf.data(), n, off);
       h.update(buf.data(), static_cast<std::size_t>(n));
