@@ -181,7 +181,9 @@ class Decoder {
                              std::uint64_t source_bytes_read);
   std::uint64_t bytes_read() const;  ///< source bytes this rank's readers read
   void print_summary(double total_seconds, const Sink& sink);
-  void progress(std::uint64_t done, std::uint64_t total, Clock::time_point t0, bool final = false);
+  /// Rank 0's progress line for a pass (at most one a second; the final one only after an earlier one).
+  void progress(const char* pass, const char* unit, std::uint64_t done, std::uint64_t total, Clock::time_point t0,
+                bool final = false);
 
   const DecodeOptions& opts_;
   const dist::Comm& comm_;
@@ -242,6 +244,7 @@ class Decoder {
   Timers t_;
   std::string write_mode_;  ///< how write_pass wrote, for the summary
   Clock::time_point last_progress_{};
+  std::uint64_t progress_done_ = 0;  ///< `done` of the last progress line printed
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -863,9 +866,15 @@ void Decoder::stats_pass(Sink& sink) {
       }
       t_.compute += seconds_since(t0);
     };
+    // progress in rows of this rank's blocks (the pass that reads the scenes: most of a decode's time)
+    std::uint64_t rows_total = 0, rows_done = 0;
+    for (const Block& b : blocks) rows_total += b.r1 - b.r0;
+    const auto t_start = Clock::now();
+    last_progress_ = t_start;
     for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
       const Block& b = blocks[bi];
       const auto& st = sc_[static_cast<std::size_t>(b.scene)];
+      test_pause("HSIPIPE_TEST_DELAY_STATS_MS");  // a long pass, for the progress test
       if (staged_) {  // the file's pages of the block's samples, faulted in now (a full disk fails here)
         const auto tp = Clock::now();
         stage = static_cast<char*>(sink.place(0, b.s0, b.s1 - b.s0));
@@ -884,12 +893,15 @@ void Decoder::stats_pass(Sink& sink) {
           const std::uint64_t s0 = id;
           while (id < b.s1 && static_cast<std::size_t>(table_.row[id]) < r1) ++id;
           consume(scratch, b.scene, r0, r1, s0, id);
+          progress("statistics pass", "rows", rows_done += r1 - r0, rows_total, t_start);
         }
         continue;
       }
       const RowWindow& w = window_for(bi, b, scratch, stats_is_write_ && !keep_samples_);
       consume(w, b.scene, b.r0, b.r1, keep_samples_ ? b.s0 : 0, keep_samples_ ? b.s1 : 0);
+      progress("statistics pass", "rows", rows_done += b.r1 - b.r0, rows_total, t_start);
     }
+    progress("statistics pass", "rows", rows_done, rows_total, t_start, true);
   });
   const std::vector<double> all = comm_.allgatherv(packed);
   const std::size_t rec = 2 + 4 * static_cast<std::size_t>(B);
@@ -930,8 +942,15 @@ void Decoder::pca_pass() {
     RowWindow scratch;
     Eigen::MatrixXd Z, M(B, B);
     std::vector<double> full(Bs * Bs);
+    std::uint64_t rows_total = 0, rows_done = 0;
+    for (const Block& b : blocks) rows_total += b.r1 - b.r0;
+    const auto t_start = Clock::now();
+    last_progress_ = t_start;
     for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
       const Block& b = blocks[bi];
+      progress("PCA pass", "rows", rows_done, rows_total, t_start);
+      test_pause("HSIPIPE_TEST_DELAY_STATS_MS");  // as in the statistics pass
+      rows_done += b.r1 - b.r0;
       const RowWindow& w = window_for(bi, b, scratch, stats_is_write_);
       const auto t0 = Clock::now();
       for (std::size_t r = b.r0; r < b.r1; ++r) {
@@ -954,6 +973,7 @@ void Decoder::pca_pass() {
       }
       t_.compute += seconds_since(t0);
     }
+    progress("PCA pass", "rows", rows_done, rows_total, t_start, true);
   });
   const auto mine = acc.pack();
   const auto all = comm_.allgatherv(mine);
@@ -982,19 +1002,23 @@ void Decoder::pca_pass() {
   }
 }
 
-void Decoder::progress(std::uint64_t done, std::uint64_t total, Clock::time_point t0, bool final) {
+void Decoder::progress(const char* pass, const char* unit, std::uint64_t done, std::uint64_t total,
+                       Clock::time_point t0, bool final) {
   if (rank_ != 0 || !opts_.progress) return;
   const auto now = Clock::now();
   if (!final && std::chrono::duration<double>(now - last_progress_).count() < 1.0) return;
-  if (final && last_progress_ == Clock::time_point{}) return;  // short run: no progress lines at all
+  // the final line: only after an earlier one (a short pass prints none), and not twice
+  if (final && (last_progress_ <= t0 || progress_done_ == done)) return;
   last_progress_ = now;
+  progress_done_ = done;
   const double el = std::chrono::duration<double>(now - t0).count();
   const double rate = el > 0 ? static_cast<double>(done) / el : 0;
   const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0;
-  std::fprintf(stderr, "decode: rank 0 %llu/%llu %s (%.1f%%), %.0f/s, ETA %.0f s (all ranks: ~%.1f%%)\n",
-               static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
-               opts_.layout == Layout::cube ? "rows" : "samples", total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
-               rate, eta, total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
+  // rank 0's own range: the ranks' ranges are the same size (within a row or a sample), so its share is
+  // the job's, give or take the slowest rank
+  std::fprintf(stderr, "decode: %s, rank 0: %llu/%llu %s (%.1f%%), %.0f %s/s, ETA %.0f s\n", pass,
+               static_cast<unsigned long long>(done), static_cast<unsigned long long>(total), unit,
+               total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0, rate, unit, eta);
 }
 
 /// h5: whether block k+1 is built while block k goes through the collective write (core/overlap.hpp), so
@@ -1030,9 +1054,8 @@ void Decoder::write_pass(Sink& sink) {
   std::uint64_t total_units = 0, done = 0, all_rounds = 0;
   for (const auto& b : write_plan_) total_units += opts_.layout == Layout::cube ? b.r1 - b.r0 : b.s1 - b.s0;
   const auto t_start = Clock::now();
-  last_progress_ = Clock::time_point{};
-  if (rank_ == 0) last_progress_ = t_start;  // first line after one second
-  bool printed = false;
+  last_progress_ = t_start;  // first line after one second
+  const char* unit = opts_.layout == Layout::cube ? "rows" : "samples";
   std::vector<float> fout, kept_buf;
   RowWindow scratch;
   for (int a = 0; a < n_arrays_data; ++a) {
@@ -1153,10 +1176,7 @@ void Decoder::write_pass(Sink& sink) {
       sink.write(a, s.first, s.n, s.placed);
       t_.write += seconds_since(tw0);
       done += s.n;
-      if (rank_ == 0 && opts_.progress && std::chrono::duration<double>(Clock::now() - last_progress_).count() >= 1.0) {
-        progress(done, total_units, t_start);
-        printed = true;
-      }
+      progress("write pass", unit, done, total_units, t_start);
     };
     if (sink.independent_writes()) {
       // npy: each rank writes its own byte ranges; nothing needs the ranks in step, so a failure is
@@ -1195,7 +1215,7 @@ void Decoder::write_pass(Sink& sink) {
           store(s);
         });
   }
-  if (printed) progress(done, total_units, t_start, true);
+  progress("write pass", unit, done, total_units, t_start, true);
 }
 
 std::uint64_t Decoder::bytes_read() const {
