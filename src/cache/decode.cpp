@@ -295,11 +295,17 @@ void Decoder::open_inputs() {
                         ") has " + std::to_string(s.scene->bands()));
   std::vector<int> drop = parse_band_list(opts_.drop_bands, src_bands_);
   if (opts_.bad_bands_from_header) {
-    const auto& bbl = sc_[0].scene->band_info().bbl;
-    if (bbl.empty())
-      throw ConfigError("--bad-bands-from-header: " + sc_[0].input.scene.str() + " has no bad-band list (bbl)");
-    for (int b = 0; b < src_bands_; ++b)
-      if (bbl[static_cast<std::size_t>(b)] == 0) drop.push_back(b);
+    // every scene's list: a band bad in any scene is dropped from all (one band set per cache)
+    for (const auto& s : sc_) {
+      const auto& bbl = s.scene->band_info().bbl;
+      if (bbl.empty())
+        throw ConfigError("--bad-bands-from-header: " + s.input.scene.str() + " has no bad-band list (bbl)");
+      if (bbl.size() != static_cast<std::size_t>(src_bands_))
+        throw ConfigError("--bad-bands-from-header: " + s.input.scene.str() + ": its bad-band list (bbl) has " +
+                          std::to_string(bbl.size()) + " entries for " + std::to_string(src_bands_) + " bands");
+      for (int b = 0; b < src_bands_; ++b)
+        if (bbl[static_cast<std::size_t>(b)] == 0) drop.push_back(b);
+    }
     std::sort(drop.begin(), drop.end());
     drop.erase(std::unique(drop.begin(), drop.end()), drop.end());
   }

@@ -22,7 +22,7 @@ int run_decode(int argc, char** argv) {
       ("name", po::value<std::vector<std::string>>()->composing(), "scene names for each --scene (default: file stem)")
       ("axes", po::value<std::string>()->default_value("hwb"), "HDF5 input axis order: hwb | bhw | whb")
       ("drop-bands", po::value<std::string>()->default_value(""), "bands to drop, 1-based: 108-112,154-167,224")
-      ("bad-bands-from-header", po::bool_switch(), "drop the bands the header's bbl marks bad")
+      ("bad-bands-from-header", po::bool_switch(), "drop the bands any scene header's bbl marks bad")
       ("ignore-label", po::value<int>()->default_value(0), "label value of unlabeled pixels")
       ("layout", po::value<std::string>()->default_value("pixel"), "pixel | patch | cube")
       ("patch", po::value<int>()->default_value(0), "patch side P (odd); required for --layout patch")
