@@ -1307,7 +1307,7 @@ std::string Decoder::build_manifest(const nlohmann::json& params, const nlohmann
   char mpiv[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int mlen = 0;
   MPI_Get_library_version(mpiv, &mlen);
-  std::string mpis(mpiv, static_cast<std::size_t>(mlen));
+  std::string mpis(mpiv, ::strnlen(mpiv, static_cast<std::size_t>(mlen)));  // Open MPI counts the NUL
   if (auto nl = mpis.find('\n'); nl != std::string::npos) mpis.resize(nl);
   int mv = 0, mn = 0, mr = 0;
   Mat_GetLibraryVersion(&mv, &mn, &mr);
