@@ -78,6 +78,19 @@ double max_abs_diff(const std::vector<char>& a, const std::vector<char>& b, DTyp
   return m;
 }
 
+/// k distinct numbers of [0, n), ascending (k <= n; all of them when k == n), from `rng`: Floyd's
+/// sampling, so that `--samples K` compares K different samples and a corruption of any one of N is
+/// found when K >= N. Deterministic for a seed (std::mt19937_64 is the same everywhere; the modulo is
+/// kept over the standard distributions, whose results differ between standard libraries).
+std::vector<std::uint64_t> distinct_picks(std::uint64_t k, std::uint64_t n, std::mt19937_64& rng) {
+  std::set<std::uint64_t> got;
+  for (std::uint64_t j = n - std::min(k, n); j < n; ++j) {
+    const std::uint64_t t = rng() % (j + 1);
+    got.insert(got.count(t) ? j : t);
+  }
+  return {got.begin(), got.end()};
+}
+
 }  // namespace
 
 VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
@@ -168,9 +181,7 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
   if (layout == Layout::cube) {
     std::uint64_t total_rows = 0;
     for (const auto& s : t.scenes) total_rows += s.rows;
-    const std::uint64_t k = std::min<std::uint64_t>(opts.samples, total_rows);
-    for (std::uint64_t j = 0; j < k; ++j) {
-      std::uint64_t g = rng() % total_rows;
+    for (std::uint64_t g : distinct_picks(std::min<std::uint64_t>(opts.samples, total_rows), total_rows, rng)) {
       int s = 0;
       while (g >= t.scenes[static_cast<std::size_t>(s)].rows) g -= t.scenes[static_cast<std::size_t>(s++)].rows;
       const RowWindow w = transformed_rows(*scenes[static_cast<std::size_t>(s)], pre, g, g + 1);
@@ -187,10 +198,8 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
     }
   } else {
     const std::uint64_t N = c.n_samples();
-    const std::uint64_t k = std::min<std::uint64_t>(opts.samples, N);
     const int h = layout == Layout::patch ? p / 2 : 0;
-    for (std::uint64_t j = 0; j < k; ++j) {
-      const std::uint64_t i = rng() % N;
+    for (const std::uint64_t i : distinct_picks(std::min<std::uint64_t>(opts.samples, N), N, rng)) {
       const auto s = static_cast<std::size_t>(t.scene[i]);
       const auto r = static_cast<std::size_t>(t.row[i]), col = static_cast<std::size_t>(t.col[i]);
       const auto& sc = *scenes.at(s);

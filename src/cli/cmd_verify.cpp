@@ -14,7 +14,7 @@ int run_verify(int argc, char** argv) {
   d.add_options()
       ("cache", po::value<std::string>(), "cache directory")
       ("deep", po::bool_switch(), "also hash the sources (xxh3) and compare with the manifest")
-      ("samples", po::value<std::uint64_t>()->default_value(16), "random samples (cube: rows) to re-decode")
+      ("samples", po::value<std::uint64_t>()->default_value(16), "distinct random samples (cube: rows) to re-decode (all when K >= N)")
       ("seed", po::value<std::uint64_t>()->default_value(1), "seed of the random sample choice");
   po::positional_options_description pos;
   pos.add("cache", 1);
