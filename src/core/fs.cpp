@@ -72,7 +72,11 @@ std::string existing_parent(std::string p) {
 std::optional<std::string> network_fs_type(const std::string& path) {
   struct statfs s {};
   if (::statfs(existing_parent(path).c_str(), &s) != 0) return std::nullopt;
-  switch (static_cast<unsigned long>(s.f_type)) {
+  return network_fs_name(static_cast<unsigned long>(s.f_type));
+}
+
+std::optional<std::string> network_fs_name(unsigned long f_type) {
+  switch (f_type) {
     case NFS_SUPER_MAGIC: return "nfs";
     case 0x0bd00bd0UL: return "lustre";
     case 0x47504653UL: return "gpfs";

@@ -21,6 +21,8 @@ void write_text_atomic(const std::string& path, const std::string& text);
 /// Name of the file-system type when PATH lies on a network/cluster file system (nfs, lustre,
 /// gpfs, 9p, cifs, beegfs, ...), otherwise nullopt.
 std::optional<std::string> network_fs_type(const std::string& path);
+/// The same for a statfs(2) f_type: the name of a network/cluster file system's magic number, else nullopt.
+std::optional<std::string> network_fs_name(unsigned long f_type);
 
 /// Free bytes on the file system holding PATH (or its nearest existing parent).
 std::uint64_t free_bytes(const std::string& path);

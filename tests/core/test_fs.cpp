@@ -1,0 +1,35 @@
+#include <catch2/catch.hpp>
+
+#include <linux/magic.h>
+#include <sys/vfs.h>
+
+#include "core/fs.hpp"
+#include "support/test_util.hpp"
+
+// The network file systems decode and stage warn about (or refuse), by the statfs(2) magic numbers of
+// linux/magic.h and of the cluster file systems' own headers (Lustre, GPFS, BeeGFS).
+TEST_CASE("network file systems are named by their statfs magic") {
+  using hsipipe::fs::network_fs_name;
+  CHECK(network_fs_name(NFS_SUPER_MAGIC) == "nfs");
+  CHECK(network_fs_name(0x0bd00bd0UL) == "lustre");
+  CHECK(network_fs_name(0x47504653UL) == "gpfs");
+  CHECK(network_fs_name(V9FS_MAGIC) == "9p");
+  CHECK(network_fs_name(0xFF534D42UL) == "cifs");
+  CHECK(network_fs_name(SMB_SUPER_MAGIC) == "smb");
+  CHECK(network_fs_name(0x19830326UL) == "beegfs");
+  CHECK(network_fs_name(CEPH_SUPER_MAGIC) == "ceph");
+  // node-local ones are not
+  CHECK_FALSE(network_fs_name(EXT4_SUPER_MAGIC));
+  CHECK_FALSE(network_fs_name(XFS_SUPER_MAGIC));
+  CHECK_FALSE(network_fs_name(TMPFS_MAGIC));
+  CHECK_FALSE(network_fs_name(BTRFS_SUPER_MAGIC));
+}
+
+TEST_CASE("network_fs_type of a local directory and of a path not yet created") {
+  const hsipipe::test::TempDir dir("fs");
+  struct statfs s {};
+  REQUIRE(::statfs(dir.path().c_str(), &s) == 0);
+  const auto want = hsipipe::fs::network_fs_name(static_cast<unsigned long>(s.f_type));
+  CHECK(hsipipe::fs::network_fs_type(dir.str("x")) == want);  // the nearest existing parent
+  CHECK(hsipipe::fs::network_fs_type(dir.str("a/b/c")) == want);
+}
