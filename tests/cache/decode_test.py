@@ -3,7 +3,7 @@
 
 The scenes are written here with numpy (ENVI BSQ int16 + labels), read back independently with SPy
 (spectral) and the expected cache contents computed with numpy: selection, band drop, normalisation,
-PCA, patch cutting with numpy.pad. Usage: decode_test.py GROUP (ranks | values | lifecycle | errors | tiled).
+PCA, patch cutting with numpy.pad. Usage: decode_test.py GROUP (ranks | values | lifecycle | errors | tiled | salinas).
 Environment (set by ctest): HSIPIPE_BIN, OMPI_ALLOW_RUN_AS_ROOT...
 """
 import fcntl
@@ -48,7 +48,8 @@ def write_envi(path, cube, dtype_code, extra=""):
                 "data type = %d\ninterleave = bsq\nbyte order = 0\n%s" % (W, H, B, dtype_code, extra))
 
 
-def make_scene(d, name, H=60, W=50, B=40, seed=1, classes=4, labeled_frac=0.4, ignore_value=None, uint16=False):
+def make_scene(d, name, H=60, W=50, B=40, seed=1, classes=4, labeled_frac=0.4, ignore_value=None, uint16=False,
+               bad_bands=None):
     rng = np.random.default_rng(seed)
     base = rng.integers(1500, 3000, size=(1, 1, B)).astype(np.float64)
     # a few "endmembers" with well separated variances, so PCA components are well defined
@@ -65,6 +66,8 @@ def make_scene(d, name, H=60, W=50, B=40, seed=1, classes=4, labeled_frac=0.4, i
     if ignore_value is not None:
         cube[3, 7, :] = ignore_value
         extra += "data ignore value = %d\n" % ignore_value
+    if bad_bands is not None:  # 1-based bands the header's bbl marks bad
+        extra += "bbl = {%s}\n" % ", ".join("0" if b + 1 in bad_bands else "1" for b in range(B))
     write_envi(os.path.join(d, name), cube, 12 if uint16 else 2, extra)
     lab = np.where(rng.random((H, W)) < labeled_frac, rng.integers(1, classes + 1, size=(H, W)), 0).astype(np.uint8)
     write_envi(os.path.join(d, name + "_gt"), lab[:, :, None], 1)
@@ -119,12 +122,19 @@ def load_arrays(path):
 
 # ------------------------------------------------------------------------------------------------
 def reference(hdr, gt, drop=(), normalize="zscore", pca=0, layout="pixel", patch=1, border="reflect",
-              dtype="float32", ignore=0, nodata=None):
+              dtype="float32", ignore=0, nodata=None, stats_all=False):
     """Independent numpy computation of the cache from SPy-decoded input."""
     img = np.asarray(envi.open(hdr).load(), dtype=np.float64)  # [H, W, B]
     if nodata is not None:  # ENVI 'data ignore value': the whole pixel is invalid (NaN)
         img[np.any(img == nodata, axis=2)] = np.nan
     lab = np.asarray(envi.open(gt).load())[:, :, 0].astype(np.int64) if gt else None
+    return reference_of(img, lab, drop, normalize, pca, layout, patch, border, dtype, ignore, stats_all)
+
+
+def reference_of(img, lab, drop=(), normalize="zscore", pca=0, layout="pixel", patch=1, border="reflect",
+                 dtype="float32", ignore=0, stats_all=False):
+    """reference() from arrays: img [H, W, B] float64 (NaN: invalid pixel), lab [H, W] or None.
+    stats_all: statistics over every valid pixel (--stats-over all-pixels), not the samples."""
     B = img.shape[2]
     keep = [b for b in range(B) if b + 1 not in set(drop)]
     x = img[:, :, keep]
@@ -134,12 +144,13 @@ def reference(hdr, gt, drop=(), normalize="zscore", pca=0, layout="pixel", patch
         valid = ~np.isnan(x[:, :, 0])
         rows, cols = np.nonzero(valid)
     samples = x[rows, cols, :]
-    mean = samples.mean(axis=0)
-    std = samples.std(axis=0)
+    stat_px = x[~np.isnan(x[:, :, 0])] if stats_all else samples
+    mean = stat_px.mean(axis=0)
+    std = stat_px.std(axis=0)
     if normalize == "zscore":
         shift, scale = mean, std
     elif normalize == "minmax":
-        shift, scale = samples.min(axis=0), samples.max(axis=0) - samples.min(axis=0)
+        shift, scale = stat_px.min(axis=0), stat_px.max(axis=0) - stat_px.min(axis=0)
     else:
         shift, scale = np.zeros(len(keep)), np.ones(len(keep))
     scale = np.where(scale > 0, scale, 1.0)
@@ -191,32 +202,37 @@ def close(a, b, dtype):
 def group_ranks(d):
     """Caches built with 1, 2, 3 and 4 ranks are identical, for h5 and npy, each layout."""
     hdr, gt = make_scene(d, "a")
-    for layout, extra in (("pixel", []), ("patch", ["--patch", "5"]), ("cube", ["--patch", "3"])):
+    # (name, layout, options): PCA (covariance reduced across ranks, projection in the write pass) in float32
+    for name, layout, extra in (("pixel", "pixel", ["--dtype", "float16"]), ("patch", "patch", ["--patch", "5", "--dtype", "float16"]),
+                                ("cube", "cube", ["--patch", "3", "--dtype", "float16"]),
+                                ("pixel_pca", "pixel", ["--pca", "4", "--dtype", "float32"])):
         sums = {}
+        bytes_read = {}
         for backend in ("npy", "h5"):
             ref_arrays = None
             for R in (1, 2, 3, 4):
-                out = os.path.join(d, "c_%s_%s_%d" % (layout, backend, R))
-                rc, log = decode(hdr, gt, out, R, ["--layout", layout, "--backend", backend, "--dtype", "float16",
+                out = os.path.join(d, "c_%s_%s_%d" % (name, backend, R))
+                rc, log = decode(hdr, gt, out, R, ["--layout", layout, "--backend", backend,
                                                    "--drop-bands", "1-2,39"] + extra)
-                if not check(rc == 0, "decode %s %s R=%d exits 0" % (layout, backend, R), log):
+                if not check(rc == 0, "decode %s %s R=%d exits 0" % (name, backend, R), log):
                     continue
                 m, arrs = load_arrays(out)
                 sums[(backend, R)] = m["data_checksum"]
+                bytes_read[(backend, R)] = m["source_bytes_read"]
                 arrs.pop("_attr", None)
                 if ref_arrays is None:
                     ref_arrays = arrs
                 else:
                     same = sorted(arrs) == sorted(ref_arrays) and all(
                         np.asarray(arrs[k]).tobytes() == np.asarray(ref_arrays[k]).tobytes() for k in arrs)
-                    check(same, "%s %s: R=%d arrays byte-identical to R=1" % (layout, backend, R))
+                    check(same, "%s %s: R=%d arrays byte-identical to R=1" % (name, backend, R))
                 if R in (2, 3) and ref_arrays is not None:
                     # small blocks (and h5 pixel pieces of 16 samples): many blocks per rank, ranks with
                     # different block counts (empty collective rounds), and h5 writes overlapped with building
                     # the next unit, or in turn; same bytes
                     for ov in ("1", "0") if backend == "h5" else ("1",):
                         out_s = out + "_blocks" + ov
-                        rc, log = decode(hdr, gt, out_s, R, ["--layout", layout, "--backend", backend, "--dtype", "float16",
+                        rc, log = decode(hdr, gt, out_s, R, ["--layout", layout, "--backend", backend,
                                                              "--drop-bands", "1-2,39"] + extra,
                                          env={"HSIPIPE_TEST_BLOCK_BYTES": "24000", "HSIPIPE_DECODE_OVERLAP": ov,
                                               "HSIPIPE_TEST_PIECE_BYTES": "1120"})
@@ -229,17 +245,17 @@ def group_ranks(d):
                             small.pop("_attr", None)
                         check(rc == 0 and mode in log and small is not None and sorted(small) == sorted(ref_arrays) and all(
                                   np.asarray(small[k]).tobytes() == np.asarray(ref_arrays[k]).tobytes() for k in small),
-                              "%s %s R=%d, 3-row blocks, writes %s: arrays byte-identical to R=1" % (layout, backend, R, mode),
+                              "%s %s R=%d, 3-row blocks, writes %s: arrays byte-identical to R=1" % (name, backend, R, mode),
                               log)
                         if backend == "h5" and rc == 0:
                             rounds = re.search(r"writes: collective, (\d+) rounds", log)
-                            check(rounds is not None and int(rounds.group(1)) >= (30 if layout == "pixel" else 6),
+                            check(rounds is not None and int(rounds.group(1)) >= (30 if name == "pixel" else 6),
                                   "%s h5 R=%d, 3-row blocks: several collective rounds (%s)" % (
-                                      layout, R, rounds.group(1) if rounds else "none"), log)
+                                      name, R, rounds.group(1) if rounds else "none"), log)
                 if backend == "npy" and R == 2 and layout == "pixel":
                     # pixel samples are built in the file's mapping; the copying path (file systems that refuse a shared mapping) writes the same bytes
                     out_p = out + "_pwrite"
-                    rc, log = decode(hdr, gt, out_p, R, ["--layout", layout, "--backend", backend, "--dtype", "float16",
+                    rc, log = decode(hdr, gt, out_p, R, ["--layout", layout, "--backend", backend,
                                                          "--drop-bands", "1-2,39"] + extra,
                                      env=dict(os.environ, HSIPIPE_NPY_PWRITE="1"))
                     check(rc == 0 and all(open(f, "rb").read() == open(os.path.join(out_p, os.path.basename(f)), "rb").read()
@@ -247,13 +263,16 @@ def group_ranks(d):
                           "%s npy R=2, HSIPIPE_NPY_PWRITE=1: .npy files byte-identical to the mapped path" % layout)
                 if backend == "npy":
                     files = sorted(glob.glob(os.path.join(out, "*.npy")))
-                    r1 = os.path.join(d, "c_%s_npy_1" % layout)
+                    r1 = os.path.join(d, "c_%s_npy_1" % name)
                     check(all(open(f, "rb").read() == open(os.path.join(r1, os.path.basename(f)), "rb").read()
-                              for f in files), "%s npy R=%d: .npy files byte-identical to R=1" % (layout, R))
+                              for f in files), "%s npy R=%d: .npy files byte-identical to R=1" % (name, R))
                 rc, log = run(["verify", out, "--samples", "8"], ranks=0)
-                check(rc == 0 and "OK" in log, "verify %s %s R=%d" % (layout, backend, R), log)
+                check(rc == 0 and "OK" in log, "verify %s %s R=%d" % (name, backend, R), log)
         check(len(set(sums.values())) == 1, "%s: data_checksum identical for npy/h5 and R=1..4 (%s)" %
-              (layout, sorted(set(sums.values()))))
+              (name, sorted(set(sums.values()))))
+        # each rank decodes only the rows its range needs: no source row is read twice, for any R
+        check(len(set(bytes_read.values())) == 1, "%s: source_bytes_read the same for npy/h5 and R=1..4 (%s)" %
+              (name, sorted(set(bytes_read.values()))))
     # A scene read through the HDF5 library (HDF5 input here; MATLAB v7.3 and GDAL's HDF drivers alike) is never
     # read beside the writing thread's HDF5 calls (the library is not thread-safe): the patch layout, which
     # reads the scene while writing, writes in turn even when overlap is asked for; the bytes are those of the
@@ -376,8 +395,23 @@ def group_values(d):
         if backend == "h5":
             check(json.loads(a["_attr"])["data_checksum"] == m["data_checksum"], name + ": manifest attribute")
         for k in ("format_version", "n_samples", "n_bands", "layout", "dtype", "data_checksum", "sources", "backend",
-                  "patch", "border", "scenes", "label_values", "statistics", "libraries", "hsipipe_version", "ranks"):
+                  "patch", "border", "scenes", "label_values", "statistics", "libraries", "hsipipe_version", "ranks",
+                  "hsipipe_commit", "created", "host", "shape", "params", "bytes", "source_bytes_read"):
             check(k in m, name + ": manifest has " + k)
+        check(all(k in m["libraries"] for k in ("hdf5", "mpi", "matio", "gdal", "eigen")) and
+              re.match(r"\d+\.\d+\.\d+$", m["libraries"]["hdf5"]) and m["libraries"]["mpi"] and
+              "\0" not in m["libraries"]["mpi"],
+              name + ": manifest libraries: hdf5, mpi, matio, gdal, eigen (%s)" % m.get("libraries"))
+        check(list(m["shape"][0] if layout == "cube" else m["shape"]) == list(got.shape) and m["params"]["layout"] == layout and m["params"]["dtype"] == dtype,
+              name + ": manifest shape %s and params match the stored array" % (m.get("shape"),))
+        check(all(s["size"] == os.path.getsize(s["path"]) and re.match(r"[0-9a-f]{16}$", s["xxh3"]) for s in m["sources"]),
+              name + ": every source with its size and xxh3")
+        if backend == "h5":
+            with h5py.File(os.path.join(out, "cache.h5"), "r") as f:
+                ds = f["cube/0"] if layout == "cube" else f["samples"]
+                ch = ds.chunks
+                check(ch is not None and tuple(ch[1:]) == tuple(ds.shape[1:]) and 1 <= ch[0] <= ds.shape[0],
+                      name + ": h5 %s chunked along its first axis only (chunks %s, shape %s)" % (ds.name, ch, ds.shape))
         check(m["n_bands"] == (pca or 35) and m["n_samples"] == len(labels), name + ": n_bands/n_samples")
     # several scenes, one without labels (valid pixels only; the ignore-value pixel is not a sample)
     hdr2, _ = make_scene(d, "w", H=30, W=20, seed=9, ignore_value=-9999)
@@ -414,7 +448,50 @@ def group_values(d):
         s = np.concatenate([x1[l1 != 0], x2[l2 != 0]])
         check(close(a["samples"], ((s - s.mean(0)) / s.std(0)).astype(np.float32), "float32"),
               "two scenes: statistics over both, values equal numpy")
+    check_options(d, hdr, gt)
     check_kept_samples(d)
+
+
+def check_options(d, hdr, gt):
+    """--stats-over all-pixels, --ignore-label, --bad-bands-from-header: values equal numpy's."""
+    for name, extra, ref_kw, R, backend in (
+            ("stats over all pixels", ["--stats-over", "all-pixels"], dict(stats_all=True), 3, "npy"),
+            ("stats over all pixels, minmax", ["--stats-over", "all-pixels", "--normalize", "minmax"],
+             dict(stats_all=True, normalize="minmax"), 2, "h5"),
+            ("--ignore-label 2 (label 0 is a class)", ["--ignore-label", "2"], dict(ignore=2), 2, "h5")):
+        out = os.path.join(d, "opt_" + re.sub(r"\W+", "_", name))
+        rc, log = decode(hdr, gt, out, R, ["--backend", backend, "--drop-bands", "1,40"] + extra)
+        if not check(rc == 0, "decode, %s, R=%d %s" % (name, R, backend), log):
+            continue
+        m, a = load_arrays(out)
+        data, labels, coords, mean, std, _ = reference(hdr, gt, drop=(1, 40), **ref_kw)
+        check(close(a["samples"], data, "float32") and np.array_equal(a["labels"], labels) and
+              np.array_equal(a["coords"], coords), "%s: samples, labels and coords equal numpy's" % name)
+        check(np.allclose(a["band_mean"], mean, rtol=1e-12) and np.allclose(a["band_std"], std, rtol=1e-10),
+              "%s: band_mean/band_std equal numpy's over the same pixels" % name)
+        want_count = 60 * 50 if ref_kw.get("stats_all") else len(labels)
+        check(m["statistics"]["count"] == want_count,
+              "%s: statistics over %d pixels (manifest: %s)" % (name, want_count, m["statistics"]["count"]))
+    # the header's bad-band list: every scene's bad bands are dropped, with --drop-bands on top
+    hb, gb = make_scene(d, "bb", seed=21, bad_bands=(5, 6, 30))
+    hb2, gb2 = make_scene(d, "bb2", H=30, W=20, seed=22, bad_bands=(10,))
+    out = os.path.join(d, "opt_bbl")
+    rc, log = decode(hb, gb, out, 2, ["--bad-bands-from-header", "--drop-bands", "1"])
+    if check(rc == 0, "decode --bad-bands-from-header --drop-bands 1", log):
+        m, a = load_arrays(out)
+        data = reference(hb, gb, drop=(1, 5, 6, 30))[0]
+        check(m["bands"]["kept"] == [b for b in range(1, 41) if b not in (1, 5, 6, 30)] and close(a["samples"], data, "float32"),
+              "--bad-bands-from-header: bands 5, 6, 30 (bbl) and 1 dropped; values equal numpy's (kept %s)" % m["bands"]["kept"])
+    out = os.path.join(d, "opt_bbl2")
+    rc, log = run(["decode", "--scene", hb, "--labels", gb, "--scene", hb2, "--labels", gb2, "--out", out, "--no-progress",
+                   "--bad-bands-from-header"], ranks=2)
+    check(rc == 0 and manifest(out)["bands"]["kept"] == [b for b in range(1, 41) if b not in (5, 6, 10, 30)],
+          "--bad-bands-from-header, two scenes: a band bad in either scene is dropped", log)
+    out = os.path.join(d, "opt_bbl3")
+    rc, log = run(["decode", "--scene", hb, "--labels", gb, "--scene", hdr, "--labels", gt, "--out", out, "--no-progress",
+                   "--bad-bands-from-header"], ranks=2)
+    check(rc == 2 and hdr in log and "bbl" in log and not os.path.exists(out),
+          "--bad-bands-from-header: a scene without a bbl is refused, naming it (rc %d)" % rc, log)
 
 
 def check_kept_samples(d):
@@ -581,13 +658,46 @@ def group_lifecycle(d):
         check(not os.path.exists(kout), "%s: nothing published at the cache path" % backend)
         rc, log = run(["verify", kout], ranks=0)
         check(rc != 0, "%s: verify refuses the path" % backend)
-        for t in glob.glob(kout + ".tmp-*"):
-            rc, log = run(["verify", t], ranks=0)
-            check(rc != 0 and "manifest.json is missing" in log, "%s: verify/CacheReader::open refuse %s" % (backend, t))
+        for t in [kout] + glob.glob(kout + ".tmp-*"):
+            if t != kout:
+                rc, log = run(["verify", t], ranks=0)
+                check(rc != 0 and "manifest.json is missing" in log, "%s: verify/CacheReader::open refuse %s" % (backend, t))
+            rc, log = run(["folds", "--cache", t, "--k", "3", "--out", os.path.join(d, "killed_folds.json")], ranks=0)
+            check(rc != 0 and not os.path.exists(os.path.join(d, "killed_folds.json")),
+                  "%s: folds refuses %s (rc %d)" % (backend, t, rc), log)
         rc, log = decode(hdr, gt, kout, 2, ["--backend", backend, "--layout", "patch", "--patch", "3"])
         check(rc == 0 and not glob.glob(kout + ".tmp-*"), "%s: the rerun succeeds and cleans up" % backend)
         rc, log = run(["verify", kout], ranks=0)
         check(rc == 0, "%s: verify accepts the rerun" % backend)
+    check_progress(d)
+
+
+def check_progress(d):
+    """Rank 0's progress lines: each pass (statistics, PCA, write) that lasts over a second reports rows or
+    samples done, the rate and an ETA, ending at 100%; a short decode prints none."""
+    hdr, gt = make_scene(d, "prog", seed=4)
+    n = int((np.asarray(envi.open(gt).load())[:, :, 0] != 0).sum())
+    line = re.compile(r"^decode: (statistics pass|PCA pass|write pass), rank 0: (\d+)/(\d+) (rows|samples) "
+                      r"\(([\d.]+)%\), \d+ (rows|samples)/s, ETA \d+ s$", re.M)
+    slow = {"HSIPIPE_TEST_BLOCK_BYTES": "24000", "HSIPIPE_TEST_DELAY_STATS_MS": "150", "HSIPIPE_TEST_DELAY_WRITE_MS": "120"}
+    for extra, passes in (([], ("statistics pass", "write pass")), (["--pca", "3"], ("statistics pass", "PCA pass", "write pass"))):
+        out = os.path.join(d, "prog_%d" % len(extra))
+        rc, log = run(["decode", "--scene", hdr, "--labels", gt, "--out", out, "--backend", "npy"] + extra, ranks=2, env=slow)
+        if not check(rc == 0, "slowed decode %s with progress exits 0" % " ".join(extra), log):
+            continue
+        got = {}
+        for m in line.finditer(log):
+            got.setdefault(m.group(1), []).append((int(m.group(2)), int(m.group(3)), m.group(4)))
+        for ps in passes:
+            seen = got.get(ps, [])
+            done = [x[0] for x in seen]
+            check(len(seen) >= 2 and done == sorted(done) and seen[-1][0] == seen[-1][1] and len({x[1] for x in seen}) == 1,
+                  "%s%s: progress lines with an ETA, rising to 100%% (%s)" % (ps, " (--pca 3)" if extra else "", seen), log)
+        if got.get("write pass"):
+            check(got["write pass"][-1][1] == (n + 1) // 2 and got["write pass"][-1][2] == "samples",
+                  "write pass: rank 0's total is its share of the %d samples" % n)
+    rc, log = run(["decode", "--scene", hdr, "--labels", gt, "--out", os.path.join(d, "prog_fast"), "--backend", "npy"], ranks=2)
+    check(rc == 0 and not line.search(log), "a decode under a second prints no progress line", log)
 
 
 def group_errors(d):
@@ -643,6 +753,16 @@ def check_full_disk(d):
         print("skip  full disk: cannot mount a small tmpfs here (%s)" % p.stderr.strip())
         return
     try:
+        # the patch cache would need 25x the room: refused before anything is written, with its size
+        out = os.path.join(mnt, "cache_patch")
+        rc, log = decode(hdr, gt, out, 2, ["--layout", "patch", "--patch", "5", "--dtype", "float32"])
+        m = re.search(r"size by layout: pixel ([\d.]+ \w+), patch 5x5 ([\d.]+ \w+), cube ([\d.]+ \w+); building patch", log)
+        check(rc == 2 and m is not None and "use --layout cube" in log and "free" in log,
+              "patch cache larger than the free space: refused up front, sizes of each layout printed (rc %d)" % rc, log)
+        check(not [f for f in glob.glob(os.path.join(mnt, "cache_patch*")) if not f.endswith(".lock")],
+              "  ... nothing left in %s but the lock file" % mnt)
+        for f in glob.glob(os.path.join(mnt, "*")):
+            os.remove(f)
         for backend, R in (("npy", 2), ("h5", 2)):
             out = os.path.join(mnt, "cache_" + backend)
             rc, log = decode(hdr, gt, out, R, ["--backend", backend, "--dtype", "float32"])
@@ -682,9 +802,52 @@ def group_tiled(d):
               "tiled: %s bytes read the same for R=1,2,3 (no tile row decoded twice): %s" % (layout, totals))
 
 
+def group_salinas(d):
+    """The shipped config/salinas_a.ini (../shared/data/SalinasA.mat, MATLAB v5) decodes, run from the project
+    root as the README says, to what scipy.io.loadmat + numpy compute: bands 108-112, 154-167, 224 dropped,
+    z-score over the labeled pixels, 5 x 5 reflect patches in float32; 1 and 3 ranks give one cache. Without
+    the data the group skips, except under CI=true, where it fails."""
+    import scipy.io
+    data = os.environ.get("HSIPIPE_SHARED_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data"))
+    mat, gt_mat = os.path.join(data, "SalinasA.mat"), os.path.join(data, "SalinasA_gt.mat")
+    if not (os.path.exists(mat) and os.path.exists(gt_mat)):
+        if os.environ.get("CI") == "true":
+            check(False, "salinas: %s missing under CI=true" % mat)
+        else:
+            print("skip  salinas: %s not found" % mat)
+        return
+    src = os.environ.get("HSIPIPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+    img = scipy.io.loadmat(mat)["salinasA"].astype(np.float64)
+    lab = scipy.io.loadmat(gt_mat)["salinasA_gt"].astype(np.int64)
+    drop = list(range(108, 113)) + list(range(154, 168)) + [224]
+    data_ref, labels, coords, mean, std, _ = reference_of(img, lab, drop=drop, layout="patch", patch=5, border="reflect")
+    sums = []
+    for R in (1, 3):
+        out = os.path.join(d, "salinas_%d" % R)
+        cmd = [MPIEXEC, "-n", str(R), "--oversubscribe", BIN, "decode", "--config", "config/salinas_a.ini",
+               "--out", out, "--no-progress"]
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=src)
+        log = p.stdout + p.stderr
+        if not check(p.returncode == 0, "salinas: decode --config config/salinas_a.ini, R=%d" % R, log):
+            continue
+        m, a = load_arrays(out)
+        sums.append(m["data_checksum"])
+        check(m["n_samples"] == 5348 and m["n_bands"] == 204 and m["layout"] == "patch" and m["backend"] == "h5",
+              "salinas R=%d: 5348 samples x 204 bands, patch, h5 (%s x %s)" % (R, m["n_samples"], m["n_bands"]))
+        check(a["samples"].dtype == np.float32 and close(a["samples"], data_ref, "float32"),
+              "salinas R=%d: samples equal scipy.io.loadmat + numpy's" % R)
+        check(np.array_equal(a["labels"], labels) and np.array_equal(a["coords"], coords),
+              "salinas R=%d: labels and (scene, row, col) equal numpy's" % R)
+        check(np.allclose(a["band_mean"], mean, rtol=1e-12) and np.allclose(a["band_std"], std, rtol=1e-10),
+              "salinas R=%d: band statistics equal numpy's" % R)
+        check(any(os.path.realpath(s["path"]) == os.path.realpath(mat) for s in m["sources"]),
+              "salinas R=%d: the manifest names SalinasA.mat among its sources" % R)
+    check(len(sums) == 2 and sums[0] == sums[1], "salinas: R=1 and R=3 give one data_checksum (%s)" % sums)
+
+
 if __name__ == "__main__":
     groups = {"ranks": group_ranks, "values": group_values, "lifecycle": group_lifecycle, "errors": group_errors,
-              "tiled": group_tiled}
+              "tiled": group_tiled, "salinas": group_salinas}
     which = sys.argv[1:] or list(groups)
     with tempfile.TemporaryDirectory(prefix="hsipipe-decode-") as d:
         for g in which:
