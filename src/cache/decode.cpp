@@ -119,6 +119,44 @@ std::string parent_dir(const std::string& path) {
   return p.string();
 }
 
+/// Names a job's temporary and old directories: the Slurm job id, else the host; and the process id.
+std::string job_id() {
+  if (const char* j = std::getenv("SLURM_JOB_ID"); j && *j) return std::string(j) + "-" + std::to_string(::getpid());
+  return fs::hostname() + "-" + std::to_string(::getpid());
+}
+
+/// Publishes directory `tmp` as `out` (same parent). When `out` exists (--force), the two are swapped in one
+/// step (renameat2 RENAME_EXCHANGE: at every moment `out` is a whole cache, the old one or the new one) and
+/// the old one, now at `tmp`, is removed; a crash before that leaves it as a `.tmp-*` directory, which the
+/// next decode removes. File systems without the exchange (NFS: EINVAL) get two renames, and the old cache
+/// is put back when the second fails.
+void publish_dir(const std::string& tmp, const std::string& out) {
+  if (!std::filesystem::exists(out)) {
+    std::filesystem::rename(tmp, out);
+    fsync_dir(parent_dir(out));
+    return;
+  }
+  // HSIPIPE_TEST_NO_EXCHANGE=1: the two renames, as on a file system without the exchange (tests)
+  const bool exchange = test_value("HSIPIPE_TEST_NO_EXCHANGE", 0) == 0;
+  if (exchange && ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
+    fsync_dir(parent_dir(out));
+    std::filesystem::remove_all(tmp);
+    return;
+  }
+  if (exchange && errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) throw IoError(out, "renameat2 (exchange with " + tmp + ")", errno);
+  const std::string old = out + ".old-" + job_id();
+  std::filesystem::rename(out, old);
+  try {
+    std::filesystem::rename(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::rename(old, out, ec);
+    throw;
+  }
+  fsync_dir(parent_dir(out));
+  std::filesystem::remove_all(old);
+}
+
 // ------------------------------------------------------------------------------------------------
 /// One block of rows of one scene. core rows [r0, r1); read rows [rr0, rr1) (core plus patch halo);
 /// samples [s0, s1) (pixel/patch) whose rows are in the core.
@@ -1462,11 +1500,6 @@ std::vector<std::string> source_diff(const nlohmann::json& old_src, const nlohma
   return out;
 }
 
-std::string job_id() {
-  if (const char* j = std::getenv("SLURM_JOB_ID"); j && *j) return std::string(j) + "-" + std::to_string(::getpid());
-  return fs::hostname() + "-" + std::to_string(::getpid());
-}
-
 nlohmann::json Decoder::decide(const nlohmann::json& params, const nlohmann::json& sources) {
   // rank 0 only; returns {"action": go|reuse, "tmp": ...}; throws on refusal
   const std::string out = opts_.out;
@@ -1673,14 +1706,7 @@ DecodeResult Decoder::run() {
       test_pause("HSIPIPE_TEST_DELAY_PUBLISH_MS");  // a window for kill -9 before publishing
       fs::write_text_atomic(tmp + "/manifest.json", manifest);
       fsync_dir(tmp);
-      std::string old;
-      if (std::filesystem::exists(out)) {
-        old = out + ".old-" + job_id();
-        std::filesystem::rename(out, old);
-      }
-      std::filesystem::rename(tmp, out);
-      fsync_dir(parent_dir(out));
-      if (!old.empty()) std::filesystem::remove_all(old);
+      publish_dir(tmp, out);
     });
     t_.phase("checksum + manifest + publish");
     print_summary(seconds_since(t_total), *sink);

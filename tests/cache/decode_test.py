@@ -605,6 +605,12 @@ def group_lifecycle(d):
     rc, log = decode(hdr, gt, out, 2, common + ["--force"])
     check(rc == 0 and manifest(out)["data_checksum"] != cs, "--force replaces it")
     check(not glob.glob(out + ".tmp-*") and not glob.glob(out + ".old-*"), "no temporary or old directory left")
+    # the same through two renames (file systems without renameat2's exchange, e.g. NFS)
+    rc, log = decode(hdr, gt, out, 2, common + ["--force", "--dtype", "float16"], env={"HSIPIPE_TEST_NO_EXCHANGE": "1"})
+    check(rc == 0 and manifest(out)["dtype"] == "float16" and not glob.glob(out + ".tmp-*") and
+          not glob.glob(out + ".old-*"), "--force through two renames: replaced, nothing left beside it", log)
+    rc, log = decode(hdr, gt, out, 2, common + ["--force"])
+    check(rc == 0 and manifest(out)["dtype"] == "float32", "--force back to float32 (the exchange)")
     rc, log = run(["verify", out, "--deep", "--samples", "50"], ranks=0)
     check(rc == 0, "verify accepts the forced rebuild")
     # corrupt one stored value: verify names the checksum and the sample
