@@ -129,8 +129,14 @@ std::string job_id() {
 /// step (renameat2 RENAME_EXCHANGE: at every moment `out` is a whole cache, the old one or the new one) and
 /// the old one, now at `tmp`, is removed; a crash before that leaves it as a `.tmp-*` directory, which the
 /// next decode removes. File systems without the exchange (NFS: EINVAL) get two renames, and the old cache
-/// is put back when the second fails.
+/// is put back when the second fails. Once the new cache is in place, failing to remove the old one is a
+/// warning: the job's work is done.
 void publish_dir(const std::string& tmp, const std::string& out) {
+  const auto remove_old = [](const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (ec) std::cerr << "decode: warning: the replaced cache " << dir << " could not be removed: " << ec.message() << "\n";
+  };
   if (!std::filesystem::exists(out)) {
     std::filesystem::rename(tmp, out);
     fsync_dir(parent_dir(out));
@@ -138,12 +144,16 @@ void publish_dir(const std::string& tmp, const std::string& out) {
   }
   // HSIPIPE_TEST_NO_EXCHANGE=1: the two renames, as on a file system without the exchange (tests)
   const bool exchange = test_value("HSIPIPE_TEST_NO_EXCHANGE", 0) == 0;
-  if (exchange && ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
-    fsync_dir(parent_dir(out));
-    std::filesystem::remove_all(tmp);
-    return;
+  if (exchange) {
+    const int rc = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE);
+    const int e = errno;
+    if (rc == 0) {
+      fsync_dir(parent_dir(out));
+      remove_old(tmp);
+      return;
+    }
+    if (e != EINVAL && e != ENOSYS && e != ENOTSUP) throw IoError(out, "renameat2 (exchange with " + tmp + ")", e);
   }
-  if (exchange && errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) throw IoError(out, "renameat2 (exchange with " + tmp + ")", errno);
   const std::string old = out + ".old-" + job_id();
   std::filesystem::rename(out, old);
   try {
@@ -154,7 +164,7 @@ void publish_dir(const std::string& tmp, const std::string& out) {
     throw;
   }
   fsync_dir(parent_dir(out));
-  std::filesystem::remove_all(old);
+  remove_old(old);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -346,10 +346,11 @@ class H5Sink final : public Sink {
     attr.reset();
     datasets_.clear();
     HSIPIPE_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), path_);
-    file_.close(path_);
     // H5Fflush ends with the MPI-IO driver's sync, but H5Fclose then writes the superblock once more (strace
-    // of a decode, 2 Dec 2026): rank 0 makes that write durable too, before the cache can be published
-    collective_step(comm_, "flushing " + path_ + " after closing it", [&] {
+    // of a decode, 2 Dec 2026): rank 0 makes that write durable too, before the cache can be published. In
+    // one step, so that a close that fails on one rank fails them all.
+    collective_step(comm_, "closing " + path_, [&] {
+      file_.close(path_);
       if (comm_.rank() == 0 && writeback_.get() >= 0 && ::fsync(writeback_.get()) != 0) throw IoError(path_, "fsync", errno);
     });
     writeback_ = FdOwner();

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -83,6 +84,11 @@ double max_abs_diff(const std::vector<char>& a, const std::vector<char>& b, DTyp
 /// found when K >= N. Deterministic for a seed (std::mt19937_64 is the same everywhere; the modulo is
 /// kept over the standard distributions, whose results differ between standard libraries).
 std::vector<std::uint64_t> distinct_picks(std::uint64_t k, std::uint64_t n, std::mt19937_64& rng) {
+  if (k >= n) {  // every one, without a set of n nodes
+    std::vector<std::uint64_t> all(n);
+    std::iota(all.begin(), all.end(), std::uint64_t{0});
+    return all;
+  }
   std::set<std::uint64_t> got;
   for (std::uint64_t j = n - std::min(k, n); j < n; ++j) {
     const std::uint64_t t = rng() % (j + 1);
