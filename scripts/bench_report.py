@@ -214,6 +214,14 @@ def output_limit(dec):
     text = (f"{dw['bytes'] / 2**20:,.0f} MiB reach it for any rank count: {dw['s']:.2f} s at this run's "
             f"{f0(dw['mb_s'])} MB/s, overlapped with the write pass but not with the statistics pass, whose "
             "normalisation the written values need.")
+    fl = dec.get("decode_npy_2_ranks_floor")
+    if fl:
+        text += (f" The floor this sets for 2 ranks, from the run's fastest npy 2-rank decode ({fl['run_s']:.2f} s): "
+                 f"{fl['until_statistics_s']:.2f} s until the statistics are known (start-up, sample table, statistics "
+                 f"pass: its wall minus its `decode + write` and `checksum + manifest + publish` phases), then "
+                 f"{fl['flush_s']:.2f} s for the disk to take the output (`sync` of the same bytes written to the page "
+                 f"cache): at least {fl['floor_s']:.2f} s, so 1 rank / 2 ranks can be at most "
+                 f"{fl['max_ratio_vs_1_rank']:.2f}x on this machine's disk, however the write pass goes.")
     ram = dec.get("decode_ram_s") or {}
     if ram.get("npy_2_vs_1_ranks"):
         text += (f" Into RAM (`/dev/shm`, no disk; informational, not the target) the npy decode's 2 ranks / 1 rank "
@@ -228,6 +236,10 @@ def disk_rows(dec):
     if dw:
         rows.append(f"| the cache's disk: `dd conv=fsync` of the samples' {dw['bytes'] / 2**20:,.0f} MiB (the output's limit) | "
                     f"{dw['s']:.3f} | {f0(dw['mb_s'])} written |")
+    df = dec.get("disk_flush")
+    if df:
+        rows.append(f"| the cache's disk: flush (`sync FILE`) of the same bytes from the page cache | "
+                    f"{df['s']:.3f} | {f0(df['mb_s'])} written |")
     ram = dec.get("decode_ram_s") or {}
     if ram.get("npy_1_rank") and ram.get("npy_2_ranks"):
         mbs = lambda t: dec["scene"]["bytes"] / t / 1e6
