@@ -1,7 +1,6 @@
 #include "core/hash.hpp"
 
 #include <openssl/evp.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -88,30 +87,6 @@ std::uint64_t xxh3_file(const std::string& path) {
   return h.digest();
 }
 
-namespace {
-
-/// A read-only shared mapping of bytes [off, off + n) of an open file (off a multiple of the page size);
-/// empty when the file cannot be mapped (the caller reads it instead).
-class ChunkMap {
- public:
-  ChunkMap(int fd, std::uint64_t off, std::uint64_t n) : n_(n) {
-    void* p = ::mmap(nullptr, static_cast<std::size_t>(n), PROT_READ, MAP_SHARED, fd, static_cast<off_t>(off));
-    if (p != MAP_FAILED) p_ = p;
-  }
-  ~ChunkMap() {
-    if (p_) ::munmap(p_, static_cast<std::size_t>(n_));
-  }
-  ChunkMap(const ChunkMap&) = delete;
-  ChunkMap& operator=(const ChunkMap&) = delete;
-  const void* data() const noexcept { return p_; }
-
- private:
-  void* p_ = nullptr;
-  std::uint64_t n_ = 0;
-};
-
-}  // namespace
-
 std::vector<std::uint64_t> xxh3_file_chunks(const std::string& path, std::uint64_t file_bytes, std::uint64_t c0,
                                             std::uint64_t c1) {
   std::vector<std::uint64_t> out;
@@ -134,8 +109,8 @@ std::vector<std::uint64_t> xxh3_file_chunks(const std::string& path, std::uint64
   for (std::uint64_t c = c0; c < c1; ++c) {
     const std::uint64_t begin = c * kHashChunkBytes, end = std::min(file_bytes, begin + kHashChunkBytes);
     if (try_map) {
-      const ChunkMap m(f.get(), begin, end - begin);
-      if (m.data()) {
+      const ReadMapping m(f.get(), begin, end - begin);
+      if (m) {
         out.push_back(xxh3_64(m.data(), static_cast<std::size_t>(end - begin)));
         continue;
       }

@@ -1,7 +1,6 @@
 // io/envi_scene: the ENVI Scene (mmap or pread, then convert + byte-swap + de-interleave to float32
 // BIP) and the ENVI writer.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "core/fd.hpp"
 #include "core/fs.hpp"
 #include "io/envi.hpp"
 #include "io/envi_decode.hpp"
@@ -43,30 +43,6 @@ class Fd {
 
  private:
   int fd_ = -1;
-};
-
-/// Owns a read-only shared mapping of a whole file.
-class Mapping {
- public:
-  Mapping() = default;
-  Mapping(int fd, std::size_t len) {
-    if (len == 0) return;
-    void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) return;
-    addr_ = static_cast<const unsigned char*>(p);
-    len_ = len;
-  }
-  ~Mapping() {
-    if (addr_) ::munmap(const_cast<unsigned char*>(addr_), len_);
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  const unsigned char* data() const { return addr_; }
-  explicit operator bool() const { return addr_ != nullptr; }
-
- private:
-  const unsigned char* addr_ = nullptr;
-  std::size_t len_ = 0;
 };
 
 void pread_all(int fd, unsigned char* dst, std::size_t n, std::uint64_t off, const std::string& path) {
@@ -126,7 +102,7 @@ class EnviScene final : public Scene {
     // forces pread into a scratch buffer (tests exercise both; some file systems want it).
     const char* force_pread = std::getenv("HSIPIPE_ENVI_PREAD");
     const bool use_map = !(force_pread && *force_pread && std::strcmp(force_pread, "0") != 0);
-    map_ = std::make_unique<Mapping>(fd.get(), use_map ? static_cast<std::size_t>(size) : 0);
+    map_ = std::make_unique<ReadMapping>(fd.get(), 0, use_map ? size : 0);
     if (*map_) {
       // Scenes are decoded front to back in row blocks; let the kernel read ahead generously.
       ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -217,7 +193,7 @@ class EnviScene final : public Scene {
   EnviFiles files_;
   EnviHeader h_;
   Fd fd_;
-  std::unique_ptr<Mapping> map_;
+  std::unique_ptr<ReadMapping> map_;
   Decoder decoder_;
   mutable std::atomic<std::uint64_t> bytes_read_{0};
 };
