@@ -187,6 +187,42 @@ struct SceneState {
   std::vector<std::uint8_t> valid;              ///< unlabeled scenes: 1 = valid pixel (row-major)
 };
 
+/// Rank 0's progress lines for one pass: at most one a second, the first after a second, and a final one at
+/// 100% when an earlier line was printed (a pass under a second prints none). Counts rank 0's own range: the
+/// ranks' ranges are the same size (within a row or a sample), so its share is the job's, give or take the
+/// slowest rank.
+class ProgressLine {
+ public:
+  ProgressLine(bool on, const char* pass, const char* unit, std::uint64_t total)
+      : on_(on), pass_(pass), unit_(unit), total_(total), t0_(Clock::now()), last_(t0_) {}
+  /// `done` of total so far.
+  void update(std::uint64_t done) {
+    done_ = done;
+    if (on_ && std::chrono::duration<double>(Clock::now() - last_).count() >= 1.0) print();
+  }
+  /// The final line, unless none was printed or the last one already showed this count.
+  void finish() {
+    if (on_ && last_ > t0_ && printed_ != done_) print();
+  }
+
+ private:
+  void print() {
+    last_ = Clock::now();
+    printed_ = done_;
+    const double el = std::chrono::duration<double>(last_ - t0_).count();
+    const double rate = el > 0 ? static_cast<double>(done_) / el : 0;
+    const double eta = rate > 0 ? static_cast<double>(total_ - done_) / rate : 0;
+    std::fprintf(stderr, "decode: %s, rank 0: %llu/%llu %s (%.1f%%), %.0f %s/s, ETA %.0f s\n", pass_,
+                 static_cast<unsigned long long>(done_), static_cast<unsigned long long>(total_), unit_,
+                 total_ ? 100.0 * static_cast<double>(done_) / static_cast<double>(total_) : 100.0, rate, unit_, eta);
+  }
+  bool on_;
+  const char* pass_;
+  const char* unit_;
+  std::uint64_t total_, done_ = 0, printed_ = 0;
+  Clock::time_point t0_, last_;
+};
+
 struct Timers {
   double read = 0, compute = 0, write = 0;
   double placing = 0;  ///< writing time spent by the building thread (npy: the file's pages); write is the writer's
@@ -229,9 +265,10 @@ class Decoder {
                              std::uint64_t source_bytes_read);
   std::uint64_t bytes_read() const;  ///< source bytes this rank's readers read
   void print_summary(double total_seconds, const Sink& sink);
-  /// Rank 0's progress line for a pass (at most one a second; the final one only after an earlier one).
-  void progress(const char* pass, const char* unit, std::uint64_t done, std::uint64_t total, Clock::time_point t0,
-                bool final = false);
+  /// Progress lines of a pass of `total` units (printed on rank 0 unless --no-progress).
+  ProgressLine progress(const char* pass, const char* unit, std::uint64_t total) const {
+    return ProgressLine(rank_ == 0 && opts_.progress, pass, unit, total);
+  }
 
   const DecodeOptions& opts_;
   const dist::Comm& comm_;
@@ -291,8 +328,6 @@ class Decoder {
   std::vector<std::vector<std::uint64_t>> cube_hashes_;
   Timers t_;
   std::string write_mode_;  ///< how write_pass wrote, for the summary
-  Clock::time_point last_progress_{};
-  std::uint64_t progress_done_ = 0;  ///< `done` of the last progress line printed
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -510,7 +545,7 @@ class SourceHasher {
     std::uint64_t total = 0, bytes = 0;
     for (const auto& f : files_) total += f.chunks, bytes += f.todo ? f.size : 0;
     const auto owner = [&](std::uint64_t at) {  // rank of byte `at` of the concatenated files
-      return static_cast<int>(static_cast<unsigned __int128>(at) * static_cast<unsigned>(R) / std::max<std::uint64_t>(1, bytes));
+      return static_cast<int>(static_cast<u128>(at) * static_cast<unsigned>(R) / std::max<std::uint64_t>(1, bytes));
     };
     Range mine{total, total};
     {
@@ -923,8 +958,7 @@ void Decoder::stats_pass(Sink& sink) {
     // progress in rows of this rank's blocks (the pass that reads the scenes: most of a decode's time)
     std::uint64_t rows_total = 0, rows_done = 0;
     for (const Block& b : blocks) rows_total += b.r1 - b.r0;
-    const auto t_start = Clock::now();
-    last_progress_ = t_start;
+    ProgressLine prog = progress("statistics pass", "rows", rows_total);
     for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
       const Block& b = blocks[bi];
       const auto& st = sc_[static_cast<std::size_t>(b.scene)];
@@ -947,15 +981,15 @@ void Decoder::stats_pass(Sink& sink) {
           const std::uint64_t s0 = id;
           while (id < b.s1 && static_cast<std::size_t>(table_.row[id]) < r1) ++id;
           consume(scratch, b.scene, r0, r1, s0, id);
-          progress("statistics pass", "rows", rows_done += r1 - r0, rows_total, t_start);
+          prog.update(rows_done += r1 - r0);
         }
         continue;
       }
       const RowWindow& w = window_for(bi, b, scratch, stats_is_write_ && !keep_samples_);
       consume(w, b.scene, b.r0, b.r1, keep_samples_ ? b.s0 : 0, keep_samples_ ? b.s1 : 0);
-      progress("statistics pass", "rows", rows_done += b.r1 - b.r0, rows_total, t_start);
+      prog.update(rows_done += b.r1 - b.r0);
     }
-    progress("statistics pass", "rows", rows_done, rows_total, t_start, true);
+    prog.finish();
   });
   const std::vector<double> all = comm_.allgatherv(packed);
   const std::size_t rec = 2 + 4 * static_cast<std::size_t>(B);
@@ -998,13 +1032,10 @@ void Decoder::pca_pass() {
     std::vector<double> full(Bs * Bs);
     std::uint64_t rows_total = 0, rows_done = 0;
     for (const Block& b : blocks) rows_total += b.r1 - b.r0;
-    const auto t_start = Clock::now();
-    last_progress_ = t_start;
+    ProgressLine prog = progress("PCA pass", "rows", rows_total);
     for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
       const Block& b = blocks[bi];
-      progress("PCA pass", "rows", rows_done, rows_total, t_start);
       test_pause("HSIPIPE_TEST_DELAY_STATS_MS");  // as in the statistics pass
-      rows_done += b.r1 - b.r0;
       const RowWindow& w = window_for(bi, b, scratch, stats_is_write_);
       const auto t0 = Clock::now();
       for (std::size_t r = b.r0; r < b.r1; ++r) {
@@ -1026,8 +1057,9 @@ void Decoder::pca_pass() {
         acc.add(full.data());
       }
       t_.compute += seconds_since(t0);
+      prog.update(rows_done += b.r1 - b.r0);
     }
-    progress("PCA pass", "rows", rows_done, rows_total, t_start, true);
+    prog.finish();
   });
   const auto mine = acc.pack();
   const auto all = comm_.allgatherv(mine);
@@ -1054,25 +1086,6 @@ void Decoder::pca_pass() {
     for (int b = 0; b < B; ++b) pre_.components[static_cast<std::size_t>(k) * Bs + static_cast<std::size_t>(b)] = v(b);
     explained_.push_back(es.eigenvalues()(col));
   }
-}
-
-void Decoder::progress(const char* pass, const char* unit, std::uint64_t done, std::uint64_t total,
-                       Clock::time_point t0, bool final) {
-  if (rank_ != 0 || !opts_.progress) return;
-  const auto now = Clock::now();
-  if (!final && std::chrono::duration<double>(now - last_progress_).count() < 1.0) return;
-  // the final line: only after an earlier one (a short pass prints none), and not twice
-  if (final && (last_progress_ <= t0 || progress_done_ == done)) return;
-  last_progress_ = now;
-  progress_done_ = done;
-  const double el = std::chrono::duration<double>(now - t0).count();
-  const double rate = el > 0 ? static_cast<double>(done) / el : 0;
-  const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0;
-  // rank 0's own range: the ranks' ranges are the same size (within a row or a sample), so its share is
-  // the job's, give or take the slowest rank
-  std::fprintf(stderr, "decode: %s, rank 0: %llu/%llu %s (%.1f%%), %.0f %s/s, ETA %.0f s\n", pass,
-               static_cast<unsigned long long>(done), static_cast<unsigned long long>(total), unit,
-               total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0, rate, unit, eta);
 }
 
 /// h5: whether block k+1 is built while block k goes through the collective write (core/overlap.hpp), so
@@ -1107,9 +1120,7 @@ void Decoder::write_pass(Sink& sink) {
     blocks_of[opts_.layout == Layout::cube ? static_cast<std::size_t>(write_plan_[bi].scene) : 0].push_back(bi);
   std::uint64_t total_units = 0, done = 0, all_rounds = 0;
   for (const auto& b : write_plan_) total_units += opts_.layout == Layout::cube ? b.r1 - b.r0 : b.s1 - b.s0;
-  const auto t_start = Clock::now();
-  last_progress_ = t_start;  // first line after one second
-  const char* unit = opts_.layout == Layout::cube ? "rows" : "samples";
+  ProgressLine prog = progress("write pass", opts_.layout == Layout::cube ? "rows" : "samples", total_units);
   std::vector<float> fout, kept_buf;
   RowWindow scratch;
   for (int a = 0; a < n_arrays_data; ++a) {
@@ -1230,7 +1241,7 @@ void Decoder::write_pass(Sink& sink) {
       sink.write(a, s.first, s.n, s.placed);
       t_.write += seconds_since(tw0);
       done += s.n;
-      progress("write pass", unit, done, total_units, t_start);
+      prog.update(done);
     };
     if (sink.independent_writes()) {
       // npy: each rank writes its own byte ranges; nothing needs the ranks in step, so a failure is
@@ -1269,7 +1280,7 @@ void Decoder::write_pass(Sink& sink) {
           store(s);
         });
   }
-  progress("write pass", unit, done, total_units, t_start, true);
+  prog.finish();
 }
 
 std::uint64_t Decoder::bytes_read() const {
@@ -1645,8 +1656,6 @@ DecodeResult Decoder::run() {
     // labels and coords of my range, known from the sample table: written now, so that their writeback
     // starts beside the statistics pass instead of joining the samples' at the end
     {
-      std::vector<std::int32_t> lab(table_.label.begin() + static_cast<std::ptrdiff_t>(my_.begin),
-                                    table_.label.begin() + static_cast<std::ptrdiff_t>(my_.end));
       std::vector<std::int32_t> crd(3 * my_.size());
       for (std::uint64_t i = my_.begin; i < my_.end; ++i) {
         crd[3 * (i - my_.begin)] = table_.scene[i];
@@ -1656,7 +1665,7 @@ DecodeResult Decoder::run() {
       const auto tl0 = Clock::now();
       // npy writes are rank-local: a failure (a full disk) must fail every rank, not leave them waiting
       collective_step(comm_, "writing the labels and coordinates", [&] {
-        sink->write(labels_idx, my_.begin, my_.size(), lab.data());
+        sink->write(labels_idx, my_.begin, my_.size(), table_.label.data() + my_.begin);
         sink->write(labels_idx + 1, my_.begin, my_.size(), crd.data());
       });
       t_.write += seconds_since(tl0);
