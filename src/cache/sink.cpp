@@ -72,8 +72,9 @@ void reserve_blocks(int fd, std::uint64_t bytes, const std::string& path, int mo
   int rc;
   do rc = ::fallocate(fd, mode, 0, static_cast<off_t>(bytes));
   while (rc != 0 && errno == EINTR);
-  if (rc != 0 && errno != EOPNOTSUPP && errno != ENOSYS)
-    throw IoError(path, "allocating " + std::to_string(bytes) + " bytes (fallocate)", errno);
+  const int e = errno;
+  if (rc != 0 && e != EOPNOTSUPP && e != ENOSYS)
+    throw IoError(path, "allocating " + std::to_string(bytes) + " bytes (fallocate)", e);
 }
 
 /// fsyncs files on a thread of its own, so that the fsync that makes a cache durable before it is published
@@ -164,10 +165,11 @@ class NpySink final : public Sink {
     const auto b = reinterpret_cast<std::uintptr_t>(p) & ~(page - 1);
     const auto e = reinterpret_cast<std::uintptr_t>(p) + n * a.item_bytes();
     if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) {
+      const int err = errno;
       const std::string what = "mapping items " + std::to_string(first) + ".." + std::to_string(first + n) + " for writing";
       // a page the file system cannot give (a full tmpfs, where no blocks were reserved) is EFAULT here
-      if (errno == EFAULT) throw IoError(path(a), what + " failed: the file system cannot give the pages (no space left?)");
-      throw IoError(path(a), what, errno);
+      if (err == EFAULT) throw IoError(path(a), what + " failed: the file system cannot give the pages (no space left?)");
+      throw IoError(path(a), what, err);
     }
     return p;
   }

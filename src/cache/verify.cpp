@@ -90,7 +90,7 @@ std::vector<std::uint64_t> distinct_picks(std::uint64_t k, std::uint64_t n, std:
     return all;
   }
   std::set<std::uint64_t> got;
-  for (std::uint64_t j = n - std::min(k, n); j < n; ++j) {
+  for (std::uint64_t j = n - k; j < n; ++j) {
     const std::uint64_t t = rng() % (j + 1);
     got.insert(got.count(t) ? j : t);
   }
