@@ -234,11 +234,11 @@ def disk_rows(dec):
     rows = []
     dw = dec.get("disk_durable_write")
     if dw:
-        rows.append(f"| the cache's disk: `dd conv=fsync` of the samples' {dw['bytes'] / 2**20:,.0f} MiB (the output's limit) | "
+        rows.append(f"| the cache's disk: `dd` + `sync FILE` of the samples' {dw['bytes'] / 2**20:,.0f} MiB (the output's limit) | "
                     f"{dw['s']:.3f} | {f0(dw['mb_s'])} written |")
     df = dec.get("disk_flush")
     if df:
-        rows.append(f"| the cache's disk: flush (`sync FILE`) of the same bytes from the page cache | "
+        rows.append(f"| the cache's disk: of which the flush (`sync FILE`) from the page cache | "
                     f"{df['s']:.3f} | {f0(df['mb_s'])} written |")
     ram = dec.get("decode_ram_s") or {}
     if ram.get("npy_1_rank") and ram.get("npy_2_ranks"):
