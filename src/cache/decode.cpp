@@ -284,6 +284,22 @@ class Decoder {
   std::vector<Block> write_plan_, stats_plan_;
   bool stats_is_write_ = false;
   std::map<std::size_t, RowWindow> kept_windows_;
+  /// Whether the passes before the write pass keep scene s's decoded windows for it (within --memory-mb):
+  /// when they read the write pass's blocks, except the cube layout of a scene that decodes again at
+  /// memory speed (io::Scene::rereads_cheaply). Its kept windows would be float32 copies of the whole
+  /// scene; decoding again is cheaper than their fresh pages (1 rank, scripts/bench_decode.sh's scene,
+  /// 2 Dec 2026: 3.1 s kept, 1.6-1.8 s decoded again; 2 ranks 0.76-0.85 s both ways). Pixel and patch
+  /// layouts keep theirs: decoding again would re-read rows another rank sent (exchange_boundary_rows)
+  /// a different number of times for each R.
+  bool keeps_windows(int s) const {
+    return stats_is_write_ &&
+           !(opts_.layout == Layout::cube && sc_[static_cast<std::size_t>(s)].scene->rereads_cheaply());
+  }
+  /// Rows per slice when a block is decoded a few rows at a time (about 1 MiB of float32 rows: they are
+  /// consumed while in cache).
+  std::size_t slice_rows(const SceneState& st) const {
+    return std::max<std::size_t>(1, (std::size_t{1} << 20) / std::max<std::size_t>(1, st.cols * kept_.size() * sizeof(float)));
+  }
   /// Per scene: rows decoded during exchange_boundary_rows (received from the rank that decoded them, or
   /// decoded here for a neighbour and needed here too), kept bands; read_window copies them.
   /// select_buf_: all source bands of a row block before band selection (reused, see read_kept_rows).
@@ -969,11 +985,13 @@ void Decoder::stats_pass(Sink& sink) {
         stage_first = b.s0;
         t_.placing += seconds_since(tp);
       }
-      // Kept samples need no window afterwards: decode a few rows at a time and consume them while they
-      // are in cache (a whole block's floats would go through memory three times). Only for scenes read
-      // row by row (a tiled scene's blocks stay whole, so no tile is decoded twice).
-      const std::size_t slice = std::max<std::size_t>(1, (std::size_t{1} << 20) / std::max<std::size_t>(1, st.cols * Bs * sizeof(float)));
-      if (keep_samples_ && st.scene->block_rows() <= 1 && slice < b.r1 - b.r0) {  // pixel layout: no halo
+      // A block whose window is not kept (kept samples need none; see keeps_windows) is decoded a few rows
+      // at a time, each slice consumed while in cache (a whole block's floats would go through memory
+      // three times; the pass needs no halo). Only for scenes read row by row: a tiled scene's blocks stay
+      // whole, so no tile is decoded twice.
+      const bool keep_window = keeps_windows(b.scene) && !keep_samples_;
+      const std::size_t slice = slice_rows(st);
+      if (!keep_window && st.scene->block_rows() <= 1 && slice < b.r1 - b.r0) {
         std::uint64_t id = b.s0;
         for (std::size_t r0 = b.r0; r0 < b.r1; r0 += slice) {
           const std::size_t r1 = std::min(b.r1, r0 + slice);
@@ -985,7 +1003,7 @@ void Decoder::stats_pass(Sink& sink) {
         }
         continue;
       }
-      const RowWindow& w = window_for(bi, b, scratch, stats_is_write_ && !keep_samples_);
+      const RowWindow& w = window_for(bi, b, scratch, keep_window);
       consume(w, b.scene, b.r0, b.r1, keep_samples_ ? b.s0 : 0, keep_samples_ ? b.s1 : 0);
       prog.update(rows_done += b.r1 - b.r0);
     }
@@ -1036,7 +1054,7 @@ void Decoder::pca_pass() {
     for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
       const Block& b = blocks[bi];
       test_pause("HSIPIPE_TEST_DELAY_STATS_MS");  // as in the statistics pass
-      const RowWindow& w = window_for(bi, b, scratch, stats_is_write_);
+      const RowWindow& w = window_for(bi, b, scratch, keeps_windows(b.scene));
       const auto t0 = Clock::now();
       for (std::size_t r = b.r0; r < b.r1; ++r) {
         if (!owns_stats_row(b.scene, r)) continue;
@@ -1122,7 +1140,7 @@ void Decoder::write_pass(Sink& sink) {
   for (const auto& b : write_plan_) total_units += opts_.layout == Layout::cube ? b.r1 - b.r0 : b.s1 - b.s0;
   ProgressLine prog = progress("write pass", opts_.layout == Layout::cube ? "rows" : "samples", total_units);
   std::vector<float> fout, kept_buf;
-  RowWindow scratch;
+  RowWindow scratch, tw;  // tw: a patch block's transformed rows
   for (int a = 0; a < n_arrays_data; ++a) {
     // This rank's write units, in order: its blocks; but for a sink that copies from our buffer (h5), the
     // pixel samples the statistics pass kept go in pieces of about 2 MiB, so that a piece is still in the
@@ -1163,10 +1181,13 @@ void Decoder::write_pass(Sink& sink) {
       const Unit& u = mine[k];
       const std::size_t bi = u.bi;
       const Block& b = write_plan_[bi];
-      // keep_samples_: the statistics pass kept this rank's sample pixels, nothing is decoded again
-      const RowWindow& w = keep_samples_ ? scratch : window_for(bi, b, scratch, false);
+      // keep_samples_: the statistics pass kept this rank's sample pixels, nothing is decoded again. A cube
+      // block not kept is decoded below a slice at a time, each slice stored while in cache.
+      const bool cube_slices = opts_.layout == Layout::cube && !kept_windows_.count(bi) &&
+                               sc_[static_cast<std::size_t>(b.scene)].scene->block_rows() <= 1;
+      const RowWindow& w = keep_samples_ || cube_slices ? scratch : window_for(bi, b, scratch, false);
       const auto t0 = Clock::now();
-      double placing = 0;
+      double placing = 0, reading = 0;
       auto& hv = opts_.layout == Layout::cube ? cube_hashes_[static_cast<std::size_t>(b.scene)] : hashes_;
       if (opts_.layout == Layout::pixel) {
         // Transform, convert and hash a few samples at a time while they are in cache: the float32
@@ -1197,9 +1218,42 @@ void Decoder::write_pass(Sink& sink) {
           store_values(fout.data(), m * Bo, dt, out);
           for (std::uint64_t i = 0; i < m; ++i) hv.push_back(xxh3_64(out + i * item, item));
         }
+      } else if (opts_.layout == Layout::cube) {
+        // One row at a time: transform it into a row of float32 (in cache), convert it into its place
+        // (the file's pages, or the slot's buffer) and hash it. No block-sized float32 copy: a fresh one
+        // per block was a third of the 1-rank cube decode's time, zeroing its pages (perf, 2 Dec 2026).
+        first = b.r0;
+        n = b.r1 - b.r0;
+        const std::size_t cols = sc_[static_cast<std::size_t>(b.scene)].cols;  // w is filled below when sliced
+        const std::size_t row_vals = cols * Bo, item = row_vals * es;
+        const auto tp = Clock::now();
+        char* dst = static_cast<char*>(sink.place(a, first, n));
+        placing = seconds_since(tp);
+        if (!dst) {
+          bytes.resize(n * item);
+          dst = bytes.data();
+        }
+        s.placed = dst;
+        fout.resize(row_vals);
+        const std::size_t step = cube_slices ? slice_rows(sc_[static_cast<std::size_t>(b.scene)]) : n;
+        for (std::size_t r0 = b.r0; r0 < b.r1; r0 += step) {
+          const std::size_t r1 = std::min(b.r1, r0 + step);
+          if (cube_slices) {
+            const auto tr = Clock::now();
+            read_window(b.scene, r0, r1, scratch);  // counts its own time as reading
+            reading += seconds_since(tr);
+          }
+          for (std::size_t r = r0; r < r1; ++r) {
+            const float* in = w.pixel(r, 0);
+            for (std::size_t c = 0; c < cols; ++c)
+              pre_.apply(in + c * static_cast<std::size_t>(w.bands), fout.data() + c * Bo);
+            char* out = dst + (r - b.r0) * item;
+            store_values(fout.data(), row_vals, dt, out);
+            hv.push_back(xxh3_64(out, item));
+          }
+        }
       } else {
-        // transform every read row, then cut (patch) or copy (cube)
-        RowWindow tw;
+        // patch: transform every read row (the halo too) into tw, reused from block to block, then cut
         tw.row0 = w.row0;
         tw.nrows = w.nrows;
         tw.cols = w.cols;
@@ -1209,20 +1263,13 @@ void Decoder::write_pass(Sink& sink) {
         const std::size_t npx = w.nrows * w.cols;
         for (std::size_t i = 0; i < npx; ++i)
           pre_.apply(w.data.data() + i * static_cast<std::size_t>(w.bands), tw.data.data() + i * Bo);
-        if (opts_.layout == Layout::cube) {
-          first = b.r0;
-          n = b.r1 - b.r0;
-          fout.assign(tw.data.begin() + static_cast<std::ptrdiff_t>((b.r0 - tw.row0) * tw.cols * Bo),
-                      tw.data.begin() + static_cast<std::ptrdiff_t>((b.r1 - tw.row0) * tw.cols * Bo));
-        } else {
-          first = b.s0;
-          n = b.s1 - b.s0;
-          fout.resize(n * Bo * pp);
-          for (std::uint64_t i = 0; i < n; ++i) {
-            const auto id = b.s0 + i;
-            cut_patch(tw, static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]), p_,
-                      opts_.border, fout.data() + i * Bo * pp);
-          }
+        first = b.s0;
+        n = b.s1 - b.s0;
+        fout.resize(n * Bo * pp);
+        for (std::uint64_t i = 0; i < n; ++i) {
+          const auto id = b.s0 + i;
+          cut_patch(tw, static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]), p_,
+                    opts_.border, fout.data() + i * Bo * pp);
         }
         bytes.resize(fout.size() * es);
         store_values(fout.data(), fout.size(), dt, bytes.data());
@@ -1230,7 +1277,7 @@ void Decoder::write_pass(Sink& sink) {
         for (std::uint64_t i = 0; i < n; ++i) hv.push_back(xxh3_64(bytes.data() + i * item, item));
         s.placed = bytes.data();
       }
-      t_.compute += seconds_since(t0) - placing;
+      t_.compute += seconds_since(t0) - placing - reading;
       t_.placing += placing;
       // the window is no longer needed
       kept_windows_.erase(bi);
@@ -1437,6 +1484,10 @@ void Decoder::print_summary(double total_seconds, const Sink& sink) {
       << " s";
   o << std::defaultfloat << "\n";
   o << "  writes: " << write_mode_ << "\n";
+  if (opts_.layout != Layout::pixel || opts_.pca > 0) {
+    o << "  decoded rows kept for the write pass (rank 0): "
+      << (kept_bytes_ > 0 ? human_bytes(static_cast<double>(kept_bytes_)) : std::string("none, decoded again")) << "\n";
+  }
   if (opts_.layout == Layout::pixel) {
     // indexed by KeepState
     static const char* const kept_name[] = {"no (the write pass decodes them again)", "as float32", "as int16",

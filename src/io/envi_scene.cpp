@@ -119,6 +119,7 @@ class EnviScene final : public Scene {
   std::optional<double> ignore_value() const override { return h_.ignore_value; }
   std::string format() const override { return "ENVI"; }
   bool uses_hdf5() const override { return false; }  // pread or mmap of the data file, nothing else
+  bool rereads_cheaply() const override { return true; }  // raw samples: a read is a conversion at memory speed
   std::vector<std::string> source_files() const override { return {files_.header, files_.data}; }
   std::uint64_t bytes_read() const override { return bytes_read_.load(std::memory_order_relaxed); }
 

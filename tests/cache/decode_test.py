@@ -219,6 +219,14 @@ def group_ranks(d):
                 m, arrs = load_arrays(out)
                 sums[(backend, R)] = m["data_checksum"]
                 bytes_read[(backend, R)] = m["source_bytes_read"]
+                if layout != "pixel" or "--pca" in extra:
+                    # decoded windows wait for the write pass in memory, but a raw (ENVI) scene's cube rows
+                    # are decoded again instead (float32 copies of the whole scene cost more than a decode)
+                    kept = re.search(r"decoded rows kept for the write pass \(rank 0\): (.*)", log)
+                    check(kept is not None and (kept.group(1) == "none, decoded again") == (layout == "cube"),
+                          "%s %s R=%d: the write pass's rows %s (%s)" % (
+                              name, backend, R, "decoded again" if layout == "cube" else "kept from the first pass",
+                              kept.group(1) if kept else "no summary line"), log)
                 arrs.pop("_attr", None)
                 if ref_arrays is None:
                     ref_arrays = arrs
@@ -270,9 +278,16 @@ def group_ranks(d):
                 check(rc == 0 and "OK" in log, "verify %s %s R=%d" % (name, backend, R), log)
         check(len(set(sums.values())) == 1, "%s: data_checksum identical for npy/h5 and R=1..4 (%s)" %
               (name, sorted(set(sums.values()))))
-        # each rank decodes only the rows its range needs: no source row is read twice, for any R
+        # each rank decodes only the rows its range needs: no source row is read twice, for any R (but the
+        # cube's, read once per pass: twice, for any R)
         check(len(set(bytes_read.values())) == 1, "%s: source_bytes_read the same for npy/h5 and R=1..4 (%s)" %
               (name, sorted(set(bytes_read.values()))))
+        if name in ("patch", "cube"):  # every row holds samples (or is in a patch's halo)
+            passes = 2 if name == "cube" else 1
+            scene_bytes = os.path.getsize(hdr[:-4] + ".img")
+            check(set(bytes_read.values()) == {passes * scene_bytes},
+                  "%s: source_bytes_read = %d x the scene's %d bytes (%s)" % (name, passes, scene_bytes,
+                                                                            sorted(set(bytes_read.values()))))
     # A scene read through the HDF5 library (HDF5 input here; MATLAB v7.3 and GDAL's HDF drivers alike) is never
     # read beside the writing thread's HDF5 calls (the library is not thread-safe): the patch layout, which
     # reads the scene while writing, writes in turn even when overlap is asked for; the bytes are those of the
@@ -367,6 +382,7 @@ def group_values(d):
         ("cube", "float16", "zscore", 0, 1, "reflect", "h5"),
         ("pixel", "float32", "zscore", 5, 1, "reflect", "npy"),
         ("patch", "float16", "zscore", 4, 3, "reflect", "h5"),
+        ("cube", "float32", "zscore", 3, 1, "reflect", "npy"),  # decoded three times: stats, PCA, write pass
     ]
     drop = (1, 2, 3, 20, 40)
     for i, (layout, dtype, norm, pca, patch, border, backend) in enumerate(cases):
