@@ -84,12 +84,12 @@ LABELS=$BENCH_TMP/scene/labels.hdr
 MPIEXEC=${MPIEXEC:-mpiexec}
 . scripts/mpi_env.sh  # one-node Open MPI settings (shared memory, no fabric probing), run as root
 echo "== decode: pixel, float16, zscore; labels $LABELS"
-# One decode: ranks, backend, output directory -> wall seconds (the whole mpiexec command)
+# One decode: ranks, backend, output directory[, layout] -> wall seconds (the whole mpiexec command)
 decode_once() {
-  local r=$1 be=$2 out=$3 t0 t1
+  local r=$1 be=$2 out=$3 layout=${4:-pixel} t0 t1
   rm -rf "$out"
   t0=$(now)
-  "$MPIEXEC" -n "$r" --oversubscribe "$BIN" decode --scene "$SCENE" --labels "$LABELS" --layout pixel \
+  "$MPIEXEC" -n "$r" --oversubscribe "$BIN" decode --scene "$SCENE" --labels "$LABELS" --layout "$layout" \
     --dtype float16 --normalize zscore --backend "$be" --out "$out" --no-progress > "$BENCH_TMP/decode_${be}_${r}.log" 2>&1 \
     || { cat "$BENCH_TMP/decode_${be}_${r}.log" >&2; exit 1; }
   t1=$(now)
@@ -99,7 +99,8 @@ decode_once() {
 # back-to-back runs alternate fast and slow (host page reuse), and a fixed order (all 1-rank runs, then all
 # 2-rank runs) credits whichever configuration happens to meet the fast phases. Best of $DREPEAT each.
 # The "ram" configurations write into RAM (/dev/shm, no disk; informational: the scaling of the decode itself
-# when the output's flush to disk is not part of it).
+# when the output's flush to disk is not part of it). The "cube" ones decode the cube layout (every pixel,
+# 448 MiB of float16; informational: the layout for scenes too big for patches).
 RAM_DIR=""
 if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')" -gt $(( 3 * BYTES / 1024 )) ]; then
   RAM_DIR=$(mktemp -d /dev/shm/hsipipe-bench.XXXXXX)
@@ -107,6 +108,7 @@ if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')" -gt $(
 fi
 CONFIGS=("1 npy" "2 npy" "1 h5" "2 h5")
 [ -n "$RAM_DIR" ] && CONFIGS+=("1 npy ram" "2 npy ram")
+CONFIGS+=("1 npy cube" "2 npy cube")
 declare -A TIMES
 NC=${#CONFIGS[@]}
 for i in $(seq "$DREPEAT"); do
@@ -114,8 +116,10 @@ for i in $(seq "$DREPEAT"); do
     read -r r be where <<< "${CONFIGS[$(( (i + j) % NC ))]}"
     out="$BENCH_TMP/cache_${be}_$r"
     [ "${where:-}" = ram ] && out="$RAM_DIR/cache_${be}_$r"
-    t=$(decode_once "$r" "$be" "$out") || exit 1
-    [ "${where:-}" = ram ] || cp "$BENCH_TMP/decode_${be}_${r}.log" "$BENCH_TMP/last_decode_${be}_${r}.log"
+    layout=pixel
+    [ "${where:-}" = cube ] && out="$BENCH_TMP/cache_cube_$r" layout=cube
+    t=$(decode_once "$r" "$be" "$out" "$layout") || exit 1
+    [ -n "${where:-}" ] || cp "$BENCH_TMP/decode_${be}_${r}.log" "$BENCH_TMP/last_decode_${be}_${r}.log"
     # the fastest npy 2-rank run's log, for the floor below
     if [ "$r $be ${where:-disk}" = "2 npy disk" ] && awk -v t="$t" -v b="$(best ${TIMES["2 npy disk"]:-1e9})" 'BEGIN { exit !(t < b) }'; then
       cp "$BENCH_TMP/decode_${be}_${r}.log" "$BENCH_TMP/best_decode_npy_2.log"
@@ -124,6 +128,7 @@ for i in $(seq "$DREPEAT"); do
   done
 done
 [ -n "$RAM_DIR" ] && rm -rf "$RAM_DIR"/cache_*
+rm -rf "$BENCH_TMP"/cache_cube_*
 # shellcheck disable=SC2086
 best_of() { best ${TIMES["$1"]}; }
 D_NPY1=$(best_of "1 npy disk")
@@ -132,6 +137,8 @@ D_H51=$(best_of "1 h5 disk")
 D_H52=$(best_of "2 h5 disk")
 D_RAM1=$(if [ -n "$RAM_DIR" ]; then best_of "1 npy ram"; else echo nan; fi)
 D_RAM2=$(if [ -n "$RAM_DIR" ]; then best_of "2 npy ram"; else echo nan; fi)
+D_CUBE1=$(best_of "1 npy cube")
+D_CUBE2=$(best_of "2 npy cube")
 # The output's limits, best of $REPEAT each, from one loop: the cache directory's disk writing the samples'
 # bytes durably (dd into the page cache, then `sync FILE`, an fsync, as decode fsyncs before publishing), and
 # what decode waits for after its last write: the flush alone of those bytes from the page cache
@@ -213,12 +220,16 @@ if [ -n "$RAM_DIR" ]; then
   printf '%-46s %8.3f s %9s MB/s\n' "hsipipe decode npy into RAM, 1 rank" "$D_RAM1" "$(mbs "$D_RAM1")"
   printf '%-46s %8.3f s %9s MB/s\n' "hsipipe decode npy into RAM, 2 ranks" "$D_RAM2" "$(mbs "$D_RAM2")"
 fi
+printf '%-46s %8.3f s %9s MB/s\n' "hsipipe decode npy, cube layout, 1 rank" "$D_CUBE1" "$(mbs "$D_CUBE1")"
+printf '%-46s %8.3f s %9s MB/s\n' "hsipipe decode npy, cube layout, 2 ranks" "$D_CUBE2" "$(mbs "$D_CUBE2")"
 awk -v p="$PY_S" -v n1="$D_NPY1" -v n2="$D_NPY2" -v h1="$D_H51" -v h2="$D_H52" 'BEGIN {
   printf "ratios: baseline / npy-1rank = %.2fx, baseline / h5-1rank = %.2fx (target >= 3x)\n", p / n1, p / h1
   printf "        npy 1 rank / 2 ranks = %.2fx, h5 1 rank / 2 ranks = %.2fx (target >= 1.6x)\n", n1 / n2, h1 / h2
   printf "        h5 / npy = %.2f (1 rank), %.2f (2 ranks) (target <= 1.5)\n", h1 / n1, h2 / n2 }'
 [ -n "$RAM_DIR" ] && awk -v a="$D_RAM1" -v b="$D_RAM2" 'BEGIN {
   printf "        npy into RAM (informational, no disk): 1 rank / 2 ranks = %.2fx\n", a / b }'
+awk -v a="$D_CUBE1" -v b="$D_CUBE2" 'BEGIN {
+  printf "        npy cube layout (informational): 1 rank / 2 ranks = %.2fx\n", a / b }'
 [ "$FLOOR_S" != nan ] && awk -v t="$T2_LAST" -v b="$BEFORE_S" -v f="$FLUSH_S" -v fl="$FLOOR_S" -v n1="$D_NPY1" 'BEGIN {
   printf "2-rank floor (npy, the fastest 2-rank run, %.3f s): %.3f s until the statistics are known (start-up, sample table,\n", t, b
   printf "        statistics pass), then the disk needs %.3f s for the output: >= %.3f s, so 1 rank / 2 ranks <= %.2fx here\n", f, fl, n1 / fl }'
@@ -227,10 +238,12 @@ sed -n '/decode summary/,$p' "$BENCH_TMP/last_decode_npy_2.log"
 if [ -n "${BENCH_JSON:-}" ]; then
   "$PY" - "$BENCH_JSON" "$ROWS" "$COLS" "$BANDS" "$REPEAT" "$BYTES" "$NSAMP" "$CAT_S" "$HS_S" "$HS2_S" "$SPY_S" \
     "$PY_S" "$D_NPY1" "$D_NPY2" "$D_H51" "$D_H52" "$(cat "$BENCH_TMP/maxdiff")" "$DISK_S" "$DISK_BYTES" "$D_RAM1" "$D_RAM2" \
-    "$(for k in "${!TIMES[@]}"; do echo "$k=${TIMES[$k]}"; done)" "$DREPEAT" "$FLUSH_S" "$T2_LAST" "$BEFORE_S" "$FLOOR_S" <<'PYEOF'
+    "$(for k in "${!TIMES[@]}"; do echo "$k=${TIMES[$k]}"; done)" "$DREPEAT" "$FLUSH_S" "$T2_LAST" "$BEFORE_S" "$FLOOR_S" \
+    "$D_CUBE1" "$D_CUBE2" <<'PYEOF'
 import json, math, sys
 a = sys.argv
 flush_s, t2_last, before_s, floor_s = map(float, a[24:28])
+cube1, cube2 = map(float, a[28:30])
 rows, cols, bands, repeat, nbytes, nsamp = map(int, a[2:8])
 cat, hs1, hs2, spy, py, n1, n2, h1, h2 = map(float, a[8:17])
 disk_s, disk_bytes, ram1, ram2 = float(a[18]), int(a[19]), float(a[20]), float(a[21])
@@ -249,6 +262,7 @@ json.dump({
         "max_ratio_vs_1_rank": n1 / floor_s},
     "decode_ram_s": {"npy_1_rank": opt(ram1), "npy_2_ranks": opt(ram2),
                      "npy_2_vs_1_ranks": None if math.isnan(ram1) or math.isnan(ram2) else ram1 / ram2},
+    "decode_cube_s": {"npy_1_rank": cube1, "npy_2_ranks": cube2, "npy_2_vs_1_ranks": cube1 / cube2},
     "scene": {"rows": rows, "cols": cols, "bands": bands, "dtype": "int16", "interleave": "bil", "bytes": nbytes,
               "labeled_samples": nsamp},
     "repeat": repeat, "max_abs_diff_vs_baseline": float(a[17]),

@@ -201,7 +201,8 @@ def decode_runs(dec):
     if not runs:
         return "not recorded"
     names = {"1_npy_disk": "npy 1 rank", "2_npy_disk": "npy 2 ranks", "1_h5_disk": "h5 1 rank", "2_h5_disk": "h5 2 ranks",
-             "1_npy_ram": "npy into RAM 1 rank", "2_npy_ram": "npy into RAM 2 ranks"}
+             "1_npy_ram": "npy into RAM 1 rank", "2_npy_ram": "npy into RAM 2 ranks",
+             "1_npy_cube": "npy cube layout 1 rank", "2_npy_cube": "npy cube layout 2 ranks"}
     order = [k for k in names if k in runs] + sorted(k for k in runs if k not in names)
     return "; ".join(f"{names.get(k, k)} " + ", ".join(f"{t:.2f}" for t in runs[k]) for k in order)
 
@@ -245,6 +246,14 @@ def disk_rows(dec):
         mbs = lambda t: dec["scene"]["bytes"] / t / 1e6
         rows.append(f"| informational: decode npy into RAM (`/dev/shm`), 1 rank | {ram['npy_1_rank']:.2f} | {f1(mbs(ram['npy_1_rank']))} |")
         rows.append(f"| informational: decode npy into RAM (`/dev/shm`), 2 ranks | {ram['npy_2_ranks']:.2f} | {f1(mbs(ram['npy_2_ranks']))} |")
+    cube = dec.get("decode_cube_s") or {}
+    if cube.get("npy_1_rank") and cube.get("npy_2_ranks"):
+        mbs = lambda t: dec["scene"]["bytes"] / t / 1e6
+        sc = dec["scene"]
+        out_mib = sc["rows"] * sc["cols"] * sc["bands"] * 2 / 2**20  # float16, every pixel
+        for k, n in (("npy_1_rank", "1 rank"), ("npy_2_ranks", "2 ranks")):
+            rows.append(f"| informational: decode npy, cube layout (every pixel, {out_mib:,.0f} MiB of float16), {n} | "
+                        f"{cube[k]:.2f} | {f1(mbs(cube[k]))} |")
     return rows
 
 
