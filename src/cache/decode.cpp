@@ -288,7 +288,8 @@ class Decoder {
   /// when they read the write pass's blocks, except the cube layout of a scene that decodes again at
   /// memory speed (io::Scene::rereads_cheaply). Its kept windows would be float32 copies of the whole
   /// scene; decoding again is cheaper than their fresh pages (1 rank, scripts/bench_decode.sh's scene,
-  /// 2 Dec 2026: 3.1 s kept, 1.6-1.8 s decoded again; 2 ranks 0.76-0.85 s both ways). Pixel and patch
+  /// 2 Dec 2026: 3.1 s kept, 1.6-1.8 s decoded again; 2 ranks 0.76-0.85 s both ways; with --pca the
+  /// PCA pass decodes a third time, whole blocks). Pixel and patch
   /// layouts keep theirs: decoding again would re-read rows another rank sent (exchange_boundary_rows)
   /// a different number of times for each R.
   bool keeps_windows(int s) const {
@@ -987,11 +988,12 @@ void Decoder::stats_pass(Sink& sink) {
       }
       // A block whose window is not kept (kept samples need none; see keeps_windows) is decoded a few rows
       // at a time, each slice consumed while in cache (a whole block's floats would go through memory
-      // three times; the pass needs no halo). Only for scenes read row by row: a tiled scene's blocks stay
-      // whole, so no tile is decoded twice.
+      // three times; the pass needs no halo). Only for scenes that read any rows at the same cost
+      // (Scene::rereads_cheaply): a compressed chunk or tile taller than a slice would be decompressed once
+      // per slice (HDF5 input with 128-row gzip chunks: statistics pass 0.5 -> 5 s, a review, 2 Dec 2026).
       const bool keep_window = keeps_windows(b.scene) && !keep_samples_;
       const std::size_t slice = slice_rows(st);
-      if (!keep_window && st.scene->block_rows() <= 1 && slice < b.r1 - b.r0) {
+      if (!keep_window && st.scene->rereads_cheaply() && st.scene->block_rows() <= 1 && slice < b.r1 - b.r0) {
         std::uint64_t id = b.s0;
         for (std::size_t r0 = b.r0; r0 < b.r1; r0 += slice) {
           const std::size_t r1 = std::min(b.r1, r0 + slice);
@@ -1183,8 +1185,9 @@ void Decoder::write_pass(Sink& sink) {
       const Block& b = write_plan_[bi];
       // keep_samples_: the statistics pass kept this rank's sample pixels, nothing is decoded again. A cube
       // block not kept is decoded below a slice at a time, each slice stored while in cache.
-      const bool cube_slices = opts_.layout == Layout::cube && !kept_windows_.count(bi) &&
-                               sc_[static_cast<std::size_t>(b.scene)].scene->block_rows() <= 1;
+      const auto& bscene = *sc_[static_cast<std::size_t>(b.scene)].scene;
+      const bool cube_slices = opts_.layout == Layout::cube && !kept_windows_.count(bi) && bscene.rereads_cheaply() &&
+                               bscene.block_rows() <= 1;
       const RowWindow& w = keep_samples_ || cube_slices ? scratch : window_for(bi, b, scratch, false);
       const auto t0 = Clock::now();
       double placing = 0, reading = 0;
@@ -1240,7 +1243,7 @@ void Decoder::write_pass(Sink& sink) {
           const std::size_t r1 = std::min(b.r1, r0 + step);
           if (cube_slices) {
             const auto tr = Clock::now();
-            read_window(b.scene, r0, r1, scratch);  // counts its own time as reading
+            read_window(b.scene, r0, r1, scratch);  // books its own time (reading, band selection)
             reading += seconds_since(tr);
           }
           for (std::size_t r = r0; r < r1; ++r) {
@@ -1355,7 +1358,8 @@ std::string Decoder::build_manifest(const nlohmann::json& params, const nlohmann
   m["border"] = border_name(opts_.border);
   m["data_checksum"] = checksum;
   // what the readers read from the sources, all ranks together: the same for any rank count (no source row or
-  // tile row is decoded by two ranks), so a larger value after a change would mean work done twice
+  // tile row is decoded by two ranks); a raw scene's cube is read once per pass (keeps_windows), other
+  // layouts once, so a larger value after a change would mean work done twice
   m["source_bytes_read"] = source_bytes_read;
   m["checksum_method"] = "xxh3-64 of per-item xxh3-64 values, then of labels and coords (cache.hpp)";
   m["source_hash_method"] = "local files: xxh3-64 of the little-endian xxh3-64 values of their 16 MiB chunks "

@@ -76,10 +76,12 @@ class Scene {
   /// HDF5 calls (see cache::Decoder::overlap_writes). True unless a reader knows better.
   virtual bool uses_hdf5() const { return true; }
 
-  /// Whether decoding rows again costs about what keeping them decoded would: a raw file read in place
-  /// (ENVI: the page cache's bytes, converted at memory speed). Decode then reads such a scene twice rather
-  /// than holding its decoded float32 rows (twice an int16 scene's size) between passes. False unless a
-  /// reader knows better (compressed tiles, MATLAB, HDF5, remote files are slow to decode again).
+  /// Whether rows cost the same to decode in any grouping and again: a raw file read in place (ENVI: the
+  /// page cache's bytes, converted at memory speed). Decode then reads such a scene a few rows at a time
+  /// (each slice used while in cache), and for the cube layout once per pass (twice, three times with PCA)
+  /// rather than holding its decoded float32 rows (twice an int16 scene's size) between passes. False unless
+  /// a reader knows better: compressed tiles or chunks (GDAL, HDF5, MATLAB v7.3: a read of part of a chunk
+  /// decompresses all of it), MATLAB v5 and remote files are slow to read in slices or again.
   virtual bool rereads_cheaply() const { return false; }
 
   /// Format name for `info` ("ENVI", "MATLAB v5", "GTiff", "HDF5", ...).

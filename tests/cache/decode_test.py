@@ -282,12 +282,10 @@ def group_ranks(d):
         # cube's, read once per pass: twice, for any R)
         check(len(set(bytes_read.values())) == 1, "%s: source_bytes_read the same for npy/h5 and R=1..4 (%s)" %
               (name, sorted(set(bytes_read.values()))))
-        if name in ("patch", "cube"):  # every row holds samples (or is in a patch's halo)
-            passes = 2 if name == "cube" else 1
+        if name == "cube":  # every row, once per pass
             scene_bytes = os.path.getsize(hdr[:-4] + ".img")
-            check(set(bytes_read.values()) == {passes * scene_bytes},
-                  "%s: source_bytes_read = %d x the scene's %d bytes (%s)" % (name, passes, scene_bytes,
-                                                                            sorted(set(bytes_read.values()))))
+            check(set(bytes_read.values()) == {2 * scene_bytes},
+                  "cube: source_bytes_read = 2 x the scene's %d bytes (%s)" % (scene_bytes, sorted(set(bytes_read.values()))))
     # A scene read through the HDF5 library (HDF5 input here; MATLAB v7.3 and GDAL's HDF drivers alike) is never
     # read beside the writing thread's HDF5 calls (the library is not thread-safe): the patch layout, which
     # reads the scene while writing, writes in turn even when overlap is asked for; the bytes are those of the
