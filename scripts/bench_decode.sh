@@ -99,8 +99,8 @@ decode_once() {
 # back-to-back runs alternate fast and slow (host page reuse), and a fixed order (all 1-rank runs, then all
 # 2-rank runs) credits whichever configuration happens to meet the fast phases. Best of $DREPEAT each.
 # The "ram" configurations write into RAM (/dev/shm, no disk; informational: the scaling of the decode itself
-# when the output's flush to disk is not part of it). The "cube" ones decode the cube layout (every pixel,
-# 448 MiB of float16; informational: the layout for scenes too big for patches).
+# when the output's flush to disk is not part of it). The "cube" ones decode the cube layout (every pixel in
+# float16, 448 MiB at the default size; informational: the layout for scenes too big for patches).
 RAM_DIR=""
 if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')" -gt $(( 3 * BYTES / 1024 )) ]; then
   RAM_DIR=$(mktemp -d /dev/shm/hsipipe-bench.XXXXXX)

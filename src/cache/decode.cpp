@@ -288,10 +288,9 @@ class Decoder {
   /// when they read the write pass's blocks, except the cube layout of a scene that decodes again at
   /// memory speed (io::Scene::rereads_cheaply). Its kept windows would be float32 copies of the whole
   /// scene; decoding again is cheaper than their fresh pages (1 rank, scripts/bench_decode.sh's scene,
-  /// 2 Dec 2026: 3.1 s kept, 1.6-1.8 s decoded again; 2 ranks 0.76-0.85 s both ways; with --pca the
-  /// PCA pass decodes a third time, whole blocks). Pixel and patch
-  /// layouts keep theirs: decoding again would re-read rows another rank sent (exchange_boundary_rows)
-  /// a different number of times for each R.
+  /// 2 Dec 2026: 3.1 s kept, 1.6-1.8 s decoded again; 2 ranks 0.76-0.85 s both ways). With --pca the PCA
+  /// pass decodes such a cube a third time. Pixel and patch layouts keep theirs: decoding again would
+  /// re-read rows another rank sent (exchange_boundary_rows) a different number of times for each R.
   bool keeps_windows(int s) const {
     return stats_is_write_ &&
            !(opts_.layout == Layout::cube && sc_[static_cast<std::size_t>(s)].scene->rereads_cheaply());
@@ -1185,9 +1184,9 @@ void Decoder::write_pass(Sink& sink) {
       const Block& b = write_plan_[bi];
       // keep_samples_: the statistics pass kept this rank's sample pixels, nothing is decoded again. A cube
       // block not kept is decoded below a slice at a time, each slice stored while in cache.
-      const auto& bscene = *sc_[static_cast<std::size_t>(b.scene)].scene;
-      const bool cube_slices = opts_.layout == Layout::cube && !kept_windows_.count(bi) && bscene.rereads_cheaply() &&
-                               bscene.block_rows() <= 1;
+      const SceneState& st = sc_[static_cast<std::size_t>(b.scene)];
+      const bool cube_slices = opts_.layout == Layout::cube && !kept_windows_.count(bi) && st.scene->rereads_cheaply() &&
+                               st.scene->block_rows() <= 1;
       const RowWindow& w = keep_samples_ || cube_slices ? scratch : window_for(bi, b, scratch, false);
       const auto t0 = Clock::now();
       double placing = 0, reading = 0;
@@ -1227,7 +1226,7 @@ void Decoder::write_pass(Sink& sink) {
         // per block was a third of the 1-rank cube decode's time, zeroing its pages (perf, 2 Dec 2026).
         first = b.r0;
         n = b.r1 - b.r0;
-        const std::size_t cols = sc_[static_cast<std::size_t>(b.scene)].cols;  // w is filled below when sliced
+        const std::size_t cols = st.cols;  // not w's: w is filled below when sliced
         const std::size_t row_vals = cols * Bo, item = row_vals * es;
         const auto tp = Clock::now();
         char* dst = static_cast<char*>(sink.place(a, first, n));
@@ -1238,7 +1237,7 @@ void Decoder::write_pass(Sink& sink) {
         }
         s.placed = dst;
         fout.resize(row_vals);
-        const std::size_t step = cube_slices ? slice_rows(sc_[static_cast<std::size_t>(b.scene)]) : n;
+        const std::size_t step = cube_slices ? slice_rows(st) : n;
         for (std::size_t r0 = b.r0; r0 < b.r1; r0 += step) {
           const std::size_t r1 = std::min(b.r1, r0 + step);
           if (cube_slices) {

@@ -22,43 +22,6 @@ namespace hsipipe::io {
 
 namespace {
 
-/// Owns a file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_ = -1;
-};
-
-void pread_all(int fd, unsigned char* dst, std::size_t n, std::uint64_t off, const std::string& path) {
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, dst, n, static_cast<off_t>(off));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      throw IoError(path, "pread", errno);
-    }
-    if (got == 0) throw FormatError(path, "data", "unexpected end of file at byte " + std::to_string(off) + " (file shrank while open?)");
-    dst += got;
-    off += static_cast<std::uint64_t>(got);
-    n -= static_cast<std::size_t>(got);
-  }
-}
-
 void pwrite_all(int fd, const unsigned char* src, std::size_t n, std::uint64_t off, const std::string& path) {
   while (n > 0) {
     const ssize_t put = ::pwrite(fd, src, n, static_cast<off_t>(off));
@@ -76,11 +39,9 @@ std::string human_bytes(std::uint64_t n) { return std::to_string(n) + " bytes"; 
 
 class EnviScene final : public Scene {
  public:
-  EnviScene(EnviFiles files, EnviHeader h) : files_(std::move(files)), h_(std::move(h)) {
-    Fd fd(::open(files_.data.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) throw IoError(files_.data, "open", errno);
+  EnviScene(EnviFiles files, EnviHeader h) : files_(std::move(files)), h_(std::move(h)), fd_(files_.data) {
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) throw IoError(files_.data, "fstat", errno);
+    if (::fstat(fd_.get(), &st) != 0) throw IoError(files_.data, "fstat", errno);
     if (!S_ISREG(st.st_mode)) throw IoError(files_.data, "not a regular file");
     const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
     const std::uint64_t expect = h_.header_offset + h_.data_bytes();
@@ -102,12 +63,11 @@ class EnviScene final : public Scene {
     // forces pread into a scratch buffer (tests exercise both; some file systems want it).
     const char* force_pread = std::getenv("HSIPIPE_ENVI_PREAD");
     const bool use_map = !(force_pread && *force_pread && std::strcmp(force_pread, "0") != 0);
-    map_ = std::make_unique<ReadMapping>(fd.get(), 0, use_map ? size : 0);
+    map_ = std::make_unique<ReadMapping>(fd_.get(), 0, use_map ? size : 0);
     if (*map_) {
       // Scenes are decoded front to back in row blocks; let the kernel read ahead generously.
-      ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+      ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     }
-    fd_ = std::move(fd);
     decoder_ = Decoder(h_.dtype, h_.byte_order == 1 ? std::endian::big : std::endian::little, h_.ignore_value);
   }
 
@@ -162,13 +122,12 @@ class EnviScene final : public Scene {
       Strides s{};
       if (h_.interleave == Interleave::bsq) {
         for (std::size_t band = 0; band < B; ++band) {
-          pread_all(fd_.get(), scratch.data() + band * n * C * es, n * C * es,
-                    h_.header_offset + (static_cast<std::uint64_t>(band) * h_.lines + a) * C * es, files_.data);
+          fd_.pread_all(scratch.data() + band * n * C * es, n * C * es,
+                        h_.header_offset + (static_cast<std::uint64_t>(band) * h_.lines + a) * C * es);
         }
         s = {C * es, es, n * C * es};
       } else {
-        pread_all(fd_.get(), scratch.data(), n * row_bytes, h_.header_offset + static_cast<std::uint64_t>(a) * row_bytes,
-                  files_.data);
+        fd_.pread_all(scratch.data(), n * row_bytes, h_.header_offset + static_cast<std::uint64_t>(a) * row_bytes);
         s = file_strides();
       }
       decoder_(scratch.data(), s, n, C, B, out + (a - r0) * C * B);
@@ -193,7 +152,7 @@ class EnviScene final : public Scene {
 
   EnviFiles files_;
   EnviHeader h_;
-  Fd fd_;
+  ReadFile fd_;  // after files_: opened from files_.data in the constructor's initialiser list
   std::unique_ptr<ReadMapping> map_;
   Decoder decoder_;
   mutable std::atomic<std::uint64_t> bytes_read_{0};
