@@ -284,17 +284,22 @@ class Decoder {
   std::vector<Block> write_plan_, stats_plan_;
   bool stats_is_write_ = false;
   std::map<std::size_t, RowWindow> kept_windows_;
-  /// Whether the passes before the write pass keep scene s's decoded windows for it (within --memory-mb):
-  /// when they read the write pass's blocks, except the cube layout of a scene that decodes again at
-  /// memory speed (io::Scene::rereads_cheaply). Its kept windows would be float32 copies of the whole
-  /// scene; decoding again is cheaper than their fresh pages (1 rank, scripts/bench_decode.sh's scene,
-  /// 2 Dec 2026: 3.1 s kept, 1.6-1.8 s decoded again; 2 ranks 0.76-0.85 s both ways). With --pca the PCA
-  /// pass decodes such a cube a third time. Pixel and patch layouts keep theirs: decoding again would
-  /// re-read rows another rank sent (exchange_boundary_rows) a different number of times for each R.
-  bool keeps_windows(int s) const {
-    return stats_is_write_ &&
-           !(opts_.layout == Layout::cube && sc_[static_cast<std::size_t>(s)].scene->rereads_cheaply());
+  /// Whether scene s is decoded again, a slice of rows at a time, by each pass after the first, rather than
+  /// waiting in memory for it: a scene that reads any rows at memory speed (io::Scene::rereads_cheaply:
+  /// ENVI), in the cube layout, and in the pixel layout when the statistics pass keeps no samples (see
+  /// stats_pass). What would wait is float32 windows (twice an int16 scene) or the kept samples, all fresh
+  /// memory; decoding again is cheaper (cube, 1 rank: 3.1 s kept, 1.6-1.8 s decoded again), and the write
+  /// pass then builds the final bytes while the disk writes back the ones before. Such a scene's
+  /// source_bytes_read is twice its bytes (three times with --pca), for any rank count (see
+  /// forget_rows_decoded_here). The patch layout keeps its windows (a block's halo rows are the next's).
+  bool decodes_again(int s) const {
+    const auto& st = sc_[static_cast<std::size_t>(s)];
+    return opts_.layout != Layout::patch && !keep_samples_ && st.scene->rereads_cheaply() && st.scene->block_rows() <= 1;
   }
+  /// Whether the passes before the write pass keep scene s's decoded windows for it (within --memory-mb):
+  /// when they read the write pass's blocks, unless the scene is decoded again (decodes_again).
+  bool keeps_windows(int s) const { return stats_is_write_ && !decodes_again(s); }
+  void forget_rows_decoded_here();
   /// Rows per slice when a block is decoded a few rows at a time (about 1 MiB of float32 rows: they are
   /// consumed while in cache).
   std::size_t slice_rows(const SceneState& st) const {
@@ -304,6 +309,8 @@ class Decoder {
   /// decoded here for a neighbour and needed here too), kept bands; read_window copies them.
   /// select_buf_: all source bands of a row block before band selection (reused, see read_kept_rows).
   std::vector<std::map<std::size_t, std::vector<float>>> predecoded_;
+  /// Per scene: the rows of predecoded_ this rank decoded itself (not received).
+  std::vector<std::vector<std::size_t>> decoded_here_;
   BigFloats select_buf_;
   std::uint64_t kept_bytes_ = 0;
   /// Pixel layout, statistics over the samples, no PCA, and within --memory-mb: the statistics pass keeps
@@ -754,6 +761,7 @@ Range Decoder::need_rows(std::size_t s, int rank) const {
 /// the rows of that block other ranks need. Decoded bytes are then exactly the scene's, for any R.
 void Decoder::exchange_boundary_rows() {
   predecoded_.assign(sc_.size(), {});
+  decoded_here_.assign(sc_.size(), {});
   if (R_ == 1 || opts_.layout == Layout::cube) return;  // cube: rows already split at block multiples
   const std::size_t K = kept_.size();
   std::vector<std::vector<char>> send(static_cast<std::size_t>(R_));
@@ -796,8 +804,10 @@ void Decoder::exchange_boundary_rows() {
         read_kept_rows(static_cast<int>(s), w.begin, w.end, rows.data());
         auto row_at = [&](std::size_t r) { return rows.begin() + static_cast<std::ptrdiff_t>((r - w.begin) * row_floats); };
         // the rows this rank needs are kept, so its own windows do not decode the block again
-        for (std::size_t r = std::max(w.begin, me.begin); r < std::min(w.end, me.end); ++r)
+        for (std::size_t r = std::max(w.begin, me.begin); r < std::min(w.end, me.end); ++r) {
           predecoded_[s][r].assign(row_at(r), row_at(r + 1));
+          decoded_here_[s].push_back(r);
+        }
         for (int q = 0; q < R_; ++q) {
           const Range& n = need[static_cast<std::size_t>(q)];
           const std::size_t a = std::max(n.begin, w.begin), b = std::min(n.end, w.end);
@@ -828,6 +838,19 @@ void Decoder::exchange_boundary_rows() {
         off += row_floats * sizeof(float);
       }
     }
+  }
+}
+
+/// After a statistics pass over the write pass's blocks: a scene decoded again (decodes_again) forgets
+/// the shared rows this rank decoded itself in exchange_boundary_rows, so that a later pass decodes them
+/// again here like the rank's other rows, while the ranks it sent them to copy theirs: each row is decoded
+/// once per pass, and the scene's bytes read are the same for any rank count. (Before a statistics pass
+/// over other rows there was no exchange yet: nothing to forget.)
+void Decoder::forget_rows_decoded_here() {
+  for (std::size_t s = 0; s < decoded_here_.size(); ++s) {
+    if (!decodes_again(static_cast<int>(s))) continue;
+    for (const std::size_t r : decoded_here_[s]) predecoded_[s].erase(r);
+    decoded_here_[s].clear();
   }
 }
 
@@ -923,11 +946,21 @@ void Decoder::stats_pass(Sink& sink) {
   if (test_value("HSIPIPE_TEST_KEEP_F32", 0) != 0) kept_type_ = KeptType::f32;
   if (test_value("HSIPIPE_TEST_KEEP_I16", 0) != 0) kept_type_ = KeptType::i16;
   const std::size_t kept_elem = kept_type_ == KeptType::f32 ? sizeof(float) : sizeof(std::uint16_t);
-  keep_samples_ = opts_.layout == Layout::pixel && stats_is_write_ && opts_.pca == 0 &&
+  // Scenes that all decode again at memory speed keep no samples (decodes_again). The benchmark's decode
+  // (rotated rounds of 8, min / median wall, 2 Dec 2026), kept -> decoded again: npy, 1 rank 0.651 / 0.673
+  // -> 0.700 / 0.726 s (there the write pass outlasts the disk's writeback anyway, and decoding again is
+  // the one cost left), 2 ranks 0.450 / 0.459 -> 0.410 / 0.434 s; h5 (a buffer, not the file's pages),
+  // 1 rank 0.744 / 1.134 -> 0.720 / 0.748 s, 2 ranks 0.502 / 0.839 -> 0.505 / 0.536 s. Decoding again
+  // everywhere keeps source_bytes_read the same for any rank count, and --memory-mb free. Tests keep samples
+  // from ENVI scenes with HSIPIPE_TEST_KEEP_SAMPLES=1.
+  bool cheap = test_value("HSIPIPE_TEST_KEEP_SAMPLES", 0) == 0;
+  for (const auto& st : sc_) cheap = cheap && st.scene->rereads_cheaply() && st.scene->block_rows() <= 1;
+  keep_samples_ = opts_.layout == Layout::pixel && stats_is_write_ && opts_.pca == 0 && !cheap &&
                   my_.size() * Bs * kept_elem <= opts_.memory_bytes;
-  // Staged in the output slots (see staged_): the 1-rank npy decode of scripts/bench_decode.sh touches
-  // 318 MiB less fresh memory (bench_decode_ab.sh "HSIPIPE_TEST_NO_STAGE=1" "" 1 8, npy, 2 Dec 2026: min
-  // 0.789 -> 0.662 s, median 1.692 -> 0.709 s; 2 ranks min 0.554 -> 0.552 s, median 0.868 -> 0.570 s)
+  // Staged in the output slots (see staged_): the 1-rank npy decode of scripts/bench_decode.sh, when it
+  // kept its samples, touched 318 MiB less fresh memory (bench_decode_ab.sh "HSIPIPE_TEST_NO_STAGE=1" ""
+  // 1 8, npy, 2 Dec 2026: min 0.789 -> 0.662 s, median 1.692 -> 0.709 s; 2 ranks min 0.554 -> 0.552 s,
+  // median 0.868 -> 0.570 s)
   stage_stride_ = Bs * dtype_size(opts_.dtype);  // the output item: kept samples mean no PCA
   // (the output pages it holds dirty between the passes count against --memory-mb, as the buffer would)
   staged_ = keep_samples_ && sink.places(0) && Bs * kept_elem <= stage_stride_ &&
@@ -1148,9 +1181,15 @@ void Decoder::write_pass(Sink& sink) {
     // core's L2 when the sink copies it (scripts/bench_decode_ab.sh with HSIPIPE_TEST_PIECE_BYTES=1099511627776,
     // i.e. whole blocks, against the default: 2 ranks 0.631 -> 0.603 s, 1 rank 0.948 -> 0.906 s, and no slow
     // outliers; 0.5, 1 and 4 MiB pieces were slower than 2). Tests shrink the pieces.
+    // Pixel samples decoded again (decodes_again) go in pieces of whole rows of about that size (each
+    // piece decodes its rows again: together they read the block's rows, as the statistics pass did), for
+    // h5 alike (the benchmark's decode, rotated rounds of 8, min wall, 2 Dec 2026: 1 rank 0.741 -> 0.720 s,
+    // 2 ranks 0.522 -> 0.505 s); npy takes whole blocks (pieces: 1 rank 0.700 -> 0.724 s, 2 ranks 0.410 ->
+    // 0.460 s; a piece's pages handed to writeback while the next is built were slower).
     struct Unit {
       std::size_t bi;
       std::uint64_t s0, s1;  // pixel layout: the samples of the unit
+      std::size_t r0, r1;    // pixel layout: its rows (pieces of rows: the rows it decodes again)
     };
     std::vector<Unit> mine;
     {
@@ -1159,9 +1198,21 @@ void Decoder::write_pass(Sink& sink) {
       for (const std::size_t bi : blocks_of[static_cast<std::size_t>(a)]) {
         const Block& b = write_plan_[bi];
         if (opts_.layout == Layout::pixel && keep_samples_ && !sink.independent_writes()) {
-          for (std::uint64_t s = b.s0; s < b.s1; s += per) mine.push_back({bi, s, std::min(b.s1, s + per)});
+          for (std::uint64_t s = b.s0; s < b.s1; s += per) mine.push_back({bi, s, std::min(b.s1, s + per), b.r0, b.r1});
+        } else if (opts_.layout == Layout::pixel && !sink.independent_writes() && !kept_windows_.count(bi) &&
+                   decodes_again(b.scene)) {
+          std::uint64_t s = b.s0;
+          for (std::size_t r = b.r0; r < b.r1;) {
+            const std::size_t r0 = r;
+            const std::uint64_t s0 = s;
+            do {  // whole rows, until the piece has `per` samples
+              ++r;
+              while (s < b.s1 && static_cast<std::size_t>(table_.row[s]) < r) ++s;
+            } while (r < b.r1 && s - s0 < per);
+            mine.push_back({bi, s0, s, r0, r});
+          }
         } else {
-          mine.push_back({bi, b.s0, b.s1});
+          mine.push_back({bi, b.s0, b.s1, b.r0, b.r1});
         }
       }
     }
@@ -1185,9 +1236,9 @@ void Decoder::write_pass(Sink& sink) {
       // keep_samples_: the statistics pass kept this rank's sample pixels, nothing is decoded again. A cube
       // block not kept is decoded below a slice at a time, each slice stored while in cache.
       const SceneState& st = sc_[static_cast<std::size_t>(b.scene)];
-      const bool cube_slices = opts_.layout == Layout::cube && !kept_windows_.count(bi) && st.scene->rereads_cheaply() &&
-                               st.scene->block_rows() <= 1;
-      const RowWindow& w = keep_samples_ || cube_slices ? scratch : window_for(bi, b, scratch, false);
+      // Pixel samples not kept, of a scene decoded again: likewise.
+      const bool slices = !keep_samples_ && !kept_windows_.count(bi) && decodes_again(b.scene);
+      const RowWindow& w = keep_samples_ || slices ? scratch : window_for(bi, b, scratch, false);
       const auto t0 = Clock::now();
       double placing = 0, reading = 0;
       auto& hv = opts_.layout == Layout::cube ? cube_hashes_[static_cast<std::size_t>(b.scene)] : hashes_;
@@ -1207,8 +1258,8 @@ void Decoder::write_pass(Sink& sink) {
           dst = bytes.data();
         }
         s.placed = dst;
-        for (std::uint64_t g = 0; g < n; g += kGroup) {
-          const std::uint64_t m = std::min(kGroup, n - g);
+        // samples [g, g + m) of the unit
+        auto build_group = [&](std::uint64_t g, std::uint64_t m) {
           for (std::uint64_t i = 0; i < m; ++i) {
             const auto id = u.s0 + g + i;
             // staged_: dst holds the unit's kept samples; each group is read before it is overwritten
@@ -1219,6 +1270,22 @@ void Decoder::write_pass(Sink& sink) {
           char* out = dst + g * item;
           store_values(fout.data(), m * Bo, dt, out);
           for (std::uint64_t i = 0; i < m; ++i) hv.push_back(xxh3_64(out + i * item, item));
+        };
+        if (slices) {
+          // the piece's rows, a slice at a time, each slice's samples built while it is in cache
+          const std::size_t step = slice_rows(st);
+          std::uint64_t g = 0;
+          for (std::size_t r0 = u.r0; r0 < u.r1; r0 += step) {
+            const std::size_t r1 = std::min(u.r1, r0 + step);
+            const auto tr = Clock::now();
+            read_window(b.scene, r0, r1, scratch);  // books its own time (reading, band selection)
+            reading += seconds_since(tr);
+            std::uint64_t e = g;
+            while (e < n && static_cast<std::size_t>(table_.row[u.s0 + e]) < r1) ++e;
+            for (; g < e; g += std::min(kGroup, e - g)) build_group(g, std::min(kGroup, e - g));
+          }
+        } else {
+          for (std::uint64_t g = 0; g < n; g += kGroup) build_group(g, std::min(kGroup, n - g));
         }
       } else if (opts_.layout == Layout::cube) {
         // One row at a time: transform it into a row of float32 (in cache), convert it into its place
@@ -1237,10 +1304,10 @@ void Decoder::write_pass(Sink& sink) {
         }
         s.placed = dst;
         fout.resize(row_vals);
-        const std::size_t step = cube_slices ? slice_rows(st) : n;
+        const std::size_t step = slices ? slice_rows(st) : n;
         for (std::size_t r0 = b.r0; r0 < b.r1; r0 += step) {
           const std::size_t r1 = std::min(b.r1, r0 + step);
-          if (cube_slices) {
+          if (slices) {
             const auto tr = Clock::now();
             read_window(b.scene, r0, r1, scratch);  // books its own time (reading, band selection)
             reading += seconds_since(tr);
@@ -1724,10 +1791,15 @@ DecodeResult Decoder::run() {
       });
       t_.write += seconds_since(tl0);
     }
-    exchange_boundary_rows();
+    // The boundary rows are the write pass's: exchanged before a statistics pass over its blocks, or after
+    // the passes over other rows (statistics over all pixels), which would otherwise copy those it holds
+    // and read them again where another rank does (bytes read then depended on the rank count)
+    if (stats_is_write_) exchange_boundary_rows();
     stats_pass(*sink);
+    forget_rows_decoded_here();
     if (opts_.pca > 0) pca_pass();
     else pre_.pca_k = 0;
+    if (!stats_is_write_) exchange_boundary_rows();
     t_.phase(opts_.pca > 0 ? "statistics + PCA" : "statistics");
     write_pass(*sink);
     const auto tw0 = Clock::now();

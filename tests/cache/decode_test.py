@@ -202,10 +202,18 @@ def close(a, b, dtype):
 def group_ranks(d):
     """Caches built with 1, 2, 3 and 4 ranks are identical, for h5 and npy, each layout."""
     hdr, gt = make_scene(d, "a")
-    # (name, layout, options): PCA (covariance reduced across ranks, projection in the write pass) in float32
-    for name, layout, extra in (("pixel", "pixel", ["--dtype", "float16"]), ("patch", "patch", ["--patch", "5", "--dtype", "float16"]),
-                                ("cube", "cube", ["--patch", "3", "--dtype", "float16"]),
-                                ("pixel_pca", "pixel", ["--pca", "4", "--dtype", "float32"])):
+    scene_bytes = os.path.getsize(hdr[:-4] + ".img")
+    # (name, layout, options, environment, source bytes read / the scene's): PCA (covariance reduced across
+    # ranks, projection in the write pass) in float32. An ENVI scene's pixel samples and cube rows are decoded
+    # again by each pass (twice, three times with PCA); "pixel_kept" keeps the samples from the statistics
+    # pass (a test knob; what scenes slow to decode get: GeoTIFF tiles, MATLAB, HDF5), in pieces for h5.
+    keep = {"HSIPIPE_TEST_KEEP_SAMPLES": "1"}
+    for name, layout, extra, env, reads in (
+            ("pixel", "pixel", ["--dtype", "float16"], {}, 2),
+            ("pixel_kept", "pixel", ["--dtype", "float16"], keep, 1),
+            ("patch", "patch", ["--patch", "5", "--dtype", "float16"], {}, 1),
+            ("cube", "cube", ["--patch", "3", "--dtype", "float16"], {}, 2),
+            ("pixel_pca", "pixel", ["--pca", "4", "--dtype", "float32"], {}, 3)):
         sums = {}
         bytes_read = {}
         for backend in ("npy", "h5"):
@@ -213,20 +221,26 @@ def group_ranks(d):
             for R in (1, 2, 3, 4):
                 out = os.path.join(d, "c_%s_%s_%d" % (name, backend, R))
                 rc, log = decode(hdr, gt, out, R, ["--layout", layout, "--backend", backend,
-                                                   "--drop-bands", "1-2,39"] + extra)
+                                                   "--drop-bands", "1-2,39"] + extra, env=env)
                 if not check(rc == 0, "decode %s %s R=%d exits 0" % (name, backend, R), log):
                     continue
                 m, arrs = load_arrays(out)
                 sums[(backend, R)] = m["data_checksum"]
                 bytes_read[(backend, R)] = m["source_bytes_read"]
                 if layout != "pixel" or "--pca" in extra:
-                    # decoded windows wait for the write pass in memory, but a raw (ENVI) scene's cube rows
-                    # are decoded again instead (float32 copies of the whole scene cost more than a decode)
+                    # decoded windows wait for the write pass in memory, but a raw (ENVI) scene's rows are
+                    # decoded again instead (float32 copies of the whole scene cost more than a decode)
                     kept = re.search(r"decoded rows kept for the write pass \(rank 0\): (.*)", log)
-                    check(kept is not None and (kept.group(1) == "none, decoded again") == (layout == "cube"),
+                    check(kept is not None and (kept.group(1) == "none, decoded again") == (layout != "patch"),
                           "%s %s R=%d: the write pass's rows %s (%s)" % (
-                              name, backend, R, "decoded again" if layout == "cube" else "kept from the first pass",
+                              name, backend, R, "kept from the first pass" if layout == "patch" else "decoded again",
                               kept.group(1) if kept else "no summary line"), log)
+                if layout == "pixel":
+                    kept = re.search(r"samples kept for the write pass: (.*)", log)
+                    want = "as int16" + (" in the output file's pages" if backend == "npy" else "") if env else \
+                        "no (the write pass decodes them again)"
+                    check(kept is not None and kept.group(1) == want, "%s %s R=%d: samples kept: %s (%s)" % (
+                        name, backend, R, want, kept.group(1) if kept else "no summary line"), log)
                 arrs.pop("_attr", None)
                 if ref_arrays is None:
                     ref_arrays = arrs
@@ -242,8 +256,8 @@ def group_ranks(d):
                         out_s = out + "_blocks" + ov
                         rc, log = decode(hdr, gt, out_s, R, ["--layout", layout, "--backend", backend,
                                                              "--drop-bands", "1-2,39"] + extra,
-                                         env={"HSIPIPE_TEST_BLOCK_BYTES": "24000", "HSIPIPE_DECODE_OVERLAP": ov,
-                                              "HSIPIPE_TEST_PIECE_BYTES": "1120"})
+                                         env=dict(env, HSIPIPE_TEST_BLOCK_BYTES="24000", HSIPIPE_DECODE_OVERLAP=ov,
+                                                  HSIPIPE_TEST_PIECE_BYTES="1120"))
                         mode = "overlapped with building" if ov == "1" else "in turn with building"
                         if backend == "npy":
                             mode = "independent"
@@ -257,7 +271,8 @@ def group_ranks(d):
                               log)
                         if backend == "h5" and rc == 0:
                             rounds = re.search(r"writes: collective, (\d+) rounds", log)
-                            check(rounds is not None and int(rounds.group(1)) >= (30 if name == "pixel" else 6),
+                            # kept pixel samples go in pieces of 15 samples: more rounds than blocks
+                            check(rounds is not None and int(rounds.group(1)) >= (30 if name == "pixel_kept" else 6),
                                   "%s h5 R=%d, 3-row blocks: several collective rounds (%s)" % (
                                       name, R, rounds.group(1) if rounds else "none"), log)
                 if backend == "npy" and R == 2 and layout == "pixel":
@@ -265,10 +280,10 @@ def group_ranks(d):
                     out_p = out + "_pwrite"
                     rc, log = decode(hdr, gt, out_p, R, ["--layout", layout, "--backend", backend,
                                                          "--drop-bands", "1-2,39"] + extra,
-                                     env=dict(os.environ, HSIPIPE_NPY_PWRITE="1"))
+                                     env=dict(env, HSIPIPE_NPY_PWRITE="1"))
                     check(rc == 0 and all(open(f, "rb").read() == open(os.path.join(out_p, os.path.basename(f)), "rb").read()
                                           for f in glob.glob(os.path.join(out, "*.npy"))),
-                          "%s npy R=2, HSIPIPE_NPY_PWRITE=1: .npy files byte-identical to the mapped path" % layout)
+                          "%s npy R=2, HSIPIPE_NPY_PWRITE=1: .npy files byte-identical to the mapped path" % name)
                 if backend == "npy":
                     files = sorted(glob.glob(os.path.join(out, "*.npy")))
                     r1 = os.path.join(d, "c_%s_npy_1" % name)
@@ -278,14 +293,13 @@ def group_ranks(d):
                 check(rc == 0 and "OK" in log, "verify %s %s R=%d" % (name, backend, R), log)
         check(len(set(sums.values())) == 1, "%s: data_checksum identical for npy/h5 and R=1..4 (%s)" %
               (name, sorted(set(sums.values()))))
-        # each rank decodes only the rows its range needs: no source row is read twice, for any R (but the
-        # cube's, read once per pass: twice, for any R)
+        # each rank decodes only the rows its range needs: no source row is read twice in one pass, for any R
+        # (a row two ranks need is decoded by one, which sends it)
         check(len(set(bytes_read.values())) == 1, "%s: source_bytes_read the same for npy/h5 and R=1..4 (%s)" %
               (name, sorted(set(bytes_read.values()))))
-        if name == "cube":  # every row, once per pass
-            scene_bytes = os.path.getsize(hdr[:-4] + ".img")
-            check(set(bytes_read.values()) == {2 * scene_bytes},
-                  "cube: source_bytes_read = 2 x the scene's %d bytes (%s)" % (scene_bytes, sorted(set(bytes_read.values()))))
+        if name != "patch":  # (patch: halo rows at the boundary of a rank's blocks are read again)
+            check(set(bytes_read.values()) == {reads * scene_bytes}, "%s: source_bytes_read = %d x the scene's %d bytes (%s)" % (
+                name, reads, scene_bytes, sorted(set(bytes_read.values()))))
     # A scene read through the HDF5 library (HDF5 input here; MATLAB v7.3 and GDAL's HDF drivers alike) is never
     # read beside the writing thread's HDF5 calls (the library is not thread-safe): the patch layout, which
     # reads the scene while writing, writes in turn even when overlap is asked for; the bytes are those of the
@@ -303,6 +317,19 @@ def group_ranks(d):
         a, b = load_arrays(out_i)[1], load_arrays(os.path.join(d, "c_patch_h5_1"))[1]
         ok = all(np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes() for k in ("samples", "labels", "coords"))
     check(ok, "patch h5 R=2 from an HDF5 input scene: writes in turn with reading; samples equal the ENVI scene's", log)
+    # A scene slow to decode again (HDF5 input) keeps its pixel samples from the statistics pass, in the npy
+    # file's pages (the ENVI scene's are decoded again): the same bytes, one source read
+    out_k = os.path.join(d, "c_pixel_h5input_2")
+    rc, log = decode(h5in + ":/cube", gt, out_k, 2, ["--layout", "pixel", "--backend", "npy", "--dtype", "float16",
+                                                      "--drop-bands", "1-2,39"])
+    kept = re.search(r"samples kept for the write pass: (.*)", log)
+    ok = rc == 0 and kept is not None and kept.group(1) == "as int16 in the output file's pages"
+    if ok:
+        a, b = load_arrays(out_k)[1], load_arrays(os.path.join(d, "c_pixel_npy_1"))[1]
+        ok = all(np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes() for k in ("samples", "labels", "coords"))
+        ok = ok and manifest(out_k)["source_bytes_read"] == manifest(os.path.join(d, "c_pixel_npy_1"))["source_bytes_read"] // 2
+    check(ok, "pixel npy R=2 from an HDF5 input scene: samples kept in the file's pages (%s), bytes equal the "
+              "ENVI scene's, its rows read once" % (kept.group(1) if kept else "no summary line"), log)
     # Ranks that would decide differently (here: told differently) agree, collectively, to write in turn: the
     # writing thread's barrier is a collective call that a rank writing in turn would never make
     out_m = os.path.join(d, "c_mixed_overlap")
@@ -486,6 +513,15 @@ def check_options(d, hdr, gt):
         want_count = 60 * 50 if ref_kw.get("stats_all") else len(labels)
         check(m["statistics"]["count"] == want_count,
               "%s: statistics over %d pixels (manifest: %s)" % (name, want_count, m["statistics"]["count"]))
+        if ref_kw.get("stats_all"):
+            # the statistics pass reads every row once, split at other rows than the samples', and the
+            # write pass the samples' rows: the same cache and source bytes read with 1 rank
+            rc, log = decode(hdr, gt, out + "_1", 1, ["--backend", backend, "--drop-bands", "1,40"] + extra)
+            m1 = manifest(out + "_1") if rc == 0 else {}
+            check(rc == 0 and m1["data_checksum"] == m["data_checksum"] and
+                  m1["source_bytes_read"] == m["source_bytes_read"],
+                  "%s: R=1 and R=%d give one cache and read the same source bytes (%s, %s)" % (
+                      name, R, m1.get("source_bytes_read"), m["source_bytes_read"]), log)
     # the header's bad-band list: every scene's bad bands are dropped, with --drop-bands on top
     hb, gb = make_scene(d, "bb", seed=21, bad_bands=(5, 6, 30))
     hb2, gb2 = make_scene(d, "bb2", H=30, W=20, seed=22, bad_bands=(10,))
@@ -512,7 +548,11 @@ def check_kept_samples(d):
     """The statistics pass keeps pixel samples as int16/uint16 when every scene holds such integers, as
     float32 otherwise, and drops them (the write pass decodes again) when a value is not a 16-bit integer;
     npy keeps them in the samples' own slots in the file's pages when they fit there (the write pass
-    overwrites them): the same cache every way."""
+    overwrites them): the same cache every way. ENVI scenes are decoded again instead (see group_ranks), so
+    the decodes here keep them with a test knob, as a scene slow to decode would be."""
+    def decode_kept(*args, env=None):
+        return decode(*args, env=dict(env or {}, HSIPIPE_TEST_KEEP_SAMPLES="1"))
+
     pages = " in the output file's pages"
     def kept(log):
         m = re.search(r"samples kept for the write pass: (.*)", log)
@@ -528,7 +568,7 @@ def check_kept_samples(d):
     sums = []
     for backend, R in (("npy", 1), ("h5", 2)):
         out = os.path.join(d, "u16_%s_%d" % (backend, R))
-        rc, log = decode(hdr, gt, out, R, base + ["--backend", backend])
+        rc, log = decode_kept(hdr, gt, out, R, base + ["--backend", backend])
         if not check(rc == 0, "uint16 scene decodes (%s, %d ranks)" % (backend, R), log):
             continue
         want = "as uint16" + (pages if backend == "npy" else "")
@@ -537,7 +577,7 @@ def check_kept_samples(d):
         check(close(load_arrays(out)[1]["samples"], data, "float32"), "uint16 scene: values equal numpy (%s)" % backend)
         sums.append(checksum(out))
     out = os.path.join(d, "u16_f32")
-    rc, log = decode(hdr, gt, out, 2, base + ["--backend", "h5"], env={"HSIPIPE_TEST_KEEP_F32": "1"})
+    rc, log = decode_kept(hdr, gt, out, 2, base + ["--backend", "h5"], env={"HSIPIPE_TEST_KEEP_F32": "1"})
     if check(rc == 0, "uint16 scene, samples kept as float32", log):
         check(kept(log) == "as float32", "the test knob keeps float32 (%s)" % kept(log), log)
         check(sums and all(c == checksum(out) for c in sums), "uint16 scene: the same checksum kept as uint16 or float32")
@@ -548,7 +588,7 @@ def check_kept_samples(d):
     got = {}
     for knob, want in (("0", "as uint16" + pages), ("1", "as uint16")):
         out = os.path.join(d, "u16_f16_stage%s" % knob)
-        rc, log = decode(hdr, gt, out, 2, f16, env={"HSIPIPE_TEST_NO_STAGE": knob, "HSIPIPE_TEST_BLOCK_BYTES": "24000"})
+        rc, log = decode_kept(hdr, gt, out, 2, f16, env={"HSIPIPE_TEST_NO_STAGE": knob, "HSIPIPE_TEST_BLOCK_BYTES": "24000"})
         if check(rc == 0, "uint16 scene, float16 npy, HSIPIPE_TEST_NO_STAGE=%s" % knob, log):
             check(kept(log) == want, "float16 npy: samples kept %s (%s)" % (want, kept(log)), log)
             got[knob] = open(os.path.join(out, "samples.npy"), "rb").read()
@@ -563,7 +603,7 @@ def check_kept_samples(d):
     cube[140] += 0.25
     write_envi(hdr[:-4], cube, 4)
     ref = os.path.join(d, "f32_ref")
-    rc, log = decode(hdr, gt, ref, 1, base + ["--backend", "h5"])
+    rc, log = decode_kept(hdr, gt, ref, 1, base + ["--backend", "h5"])
     if check(rc == 0, "float32 scene decodes", log):
         check(kept(log) == "as float32", "float32 scene: samples kept as float32 (%s)" % kept(log), log)
         check(close(load_arrays(ref)[1]["samples"], reference(hdr, gt, drop=(1,))[0], "float32"),
@@ -573,14 +613,14 @@ def check_kept_samples(d):
                                  # npy: rank 0 drops slots it staged in the file, which the write pass overwrites
                                  (2, "npy", "rank 0 %s, rank 1 as int16%s" % (dropped, pages))):
             out = os.path.join(d, "f32_i16_%s_%d" % (backend, R))
-            rc, log = decode(hdr, gt, out, R, base + ["--backend", backend], env={"HSIPIPE_TEST_KEEP_I16": "1"})
+            rc, log = decode_kept(hdr, gt, out, R, base + ["--backend", backend], env={"HSIPIPE_TEST_KEEP_I16": "1"})
             if check(rc == 0, "float32 scene, int16 forced, %s, %d ranks" % (backend, R), log):
                 check(kept(log) == want, "%s %d ranks: kept samples: %s" % (backend, R, kept(log)), log)
                 check(checksum(out) == checksum(ref), "%s %d ranks: the same cache as with float32 kept" % (backend, R))
         # npy: float32 values fit a float32 output's slots (kept there), not a float16 output's (a buffer)
         for dt, want in (("float32", "as float32" + pages), ("float16", "as float32")):
             out = os.path.join(d, "f32_npy_" + dt)
-            rc, log = decode(hdr, gt, out, 1, base[:3] + [dt] + base[4:] + ["--backend", "npy"])
+            rc, log = decode_kept(hdr, gt, out, 1, base[:3] + [dt] + base[4:] + ["--backend", "npy"])
             if check(rc == 0, "float32 scene, %s npy" % dt, log):
                 check(kept(log) == want, "float32 scene, %s npy: kept %s (%s)" % (dt, want, kept(log)), log)
                 check(close(load_arrays(out)[1]["samples"], reference(hdr, gt, drop=(1,))[0], dt),
