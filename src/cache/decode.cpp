@@ -293,8 +293,12 @@ class Decoder {
   /// source_bytes_read is twice its bytes (three times with --pca), for any rank count (see
   /// forget_rows_decoded_here). The patch layout keeps its windows (a block's halo rows are the next's).
   bool decodes_again(int s) const {
-    const auto& st = sc_[static_cast<std::size_t>(s)];
-    return opts_.layout != Layout::patch && !keep_samples_ && st.scene->rereads_cheaply() && st.scene->block_rows() <= 1;
+    return opts_.layout != Layout::patch && !keep_samples_ && reads_slices_cheaply(sc_[static_cast<std::size_t>(s)]);
+  }
+  /// Whether any few rows of the scene decode at the cost of their bytes (io::Scene::rereads_cheaply, rows
+  /// not in tiles): it can be read a slice at a time, and again.
+  static bool reads_slices_cheaply(const SceneState& st) {
+    return st.scene->rereads_cheaply() && st.scene->block_rows() <= 1;
   }
   /// Whether the passes before the write pass keep scene s's decoded windows for it (within --memory-mb):
   /// when they read the write pass's blocks, unless the scene is decoded again (decodes_again).
@@ -954,7 +958,7 @@ void Decoder::stats_pass(Sink& sink) {
   // everywhere keeps source_bytes_read the same for any rank count, and --memory-mb free. Tests keep samples
   // from ENVI scenes with HSIPIPE_TEST_KEEP_SAMPLES=1.
   bool cheap = test_value("HSIPIPE_TEST_KEEP_SAMPLES", 0) == 0;
-  for (const auto& st : sc_) cheap = cheap && st.scene->rereads_cheaply() && st.scene->block_rows() <= 1;
+  for (const auto& st : sc_) cheap = cheap && reads_slices_cheaply(st);
   keep_samples_ = opts_.layout == Layout::pixel && stats_is_write_ && opts_.pca == 0 && !cheap &&
                   my_.size() * Bs * kept_elem <= opts_.memory_bytes;
   // Staged in the output slots (see staged_): the 1-rank npy decode of scripts/bench_decode.sh, when it
@@ -1025,7 +1029,7 @@ void Decoder::stats_pass(Sink& sink) {
       // per slice (HDF5 input with 128-row gzip chunks: statistics pass 0.5 -> 5 s, a review, 2 Dec 2026).
       const bool keep_window = keeps_windows(b.scene) && !keep_samples_;
       const std::size_t slice = slice_rows(st);
-      if (!keep_window && st.scene->rereads_cheaply() && st.scene->block_rows() <= 1 && slice < b.r1 - b.r0) {
+      if (!keep_window && reads_slices_cheaply(st) && slice < b.r1 - b.r0) {
         std::uint64_t id = b.s0;
         for (std::size_t r0 = b.r0; r0 < b.r1; r0 += slice) {
           const std::size_t r1 = std::min(b.r1, r0 + slice);
@@ -1192,6 +1196,8 @@ void Decoder::write_pass(Sink& sink) {
       std::size_t r0, r1;    // pixel layout: its rows (pieces of rows: the rows it decodes again)
     };
     std::vector<Unit> mine;
+    // whether write block bi is decoded again a slice at a time (its window was not kept)
+    const auto in_slices = [&](std::size_t bi) { return !kept_windows_.count(bi) && decodes_again(write_plan_[bi].scene); };
     {
       static const std::uint64_t piece_bytes = test_value("HSIPIPE_TEST_PIECE_BYTES", 2u << 20);
       const std::uint64_t per = std::max<std::uint64_t>(1, piece_bytes / std::max<std::uint64_t>(1, Bo * es));
@@ -1199,8 +1205,7 @@ void Decoder::write_pass(Sink& sink) {
         const Block& b = write_plan_[bi];
         if (opts_.layout == Layout::pixel && keep_samples_ && !sink.independent_writes()) {
           for (std::uint64_t s = b.s0; s < b.s1; s += per) mine.push_back({bi, s, std::min(b.s1, s + per), b.r0, b.r1});
-        } else if (opts_.layout == Layout::pixel && !sink.independent_writes() && !kept_windows_.count(bi) &&
-                   decodes_again(b.scene)) {
+        } else if (opts_.layout == Layout::pixel && !sink.independent_writes() && in_slices(bi)) {
           std::uint64_t s = b.s0;
           for (std::size_t r = b.r0; r < b.r1;) {
             const std::size_t r0 = r;
@@ -1233,14 +1238,20 @@ void Decoder::write_pass(Sink& sink) {
       const Unit& u = mine[k];
       const std::size_t bi = u.bi;
       const Block& b = write_plan_[bi];
-      // keep_samples_: the statistics pass kept this rank's sample pixels, nothing is decoded again. A cube
-      // block not kept is decoded below a slice at a time, each slice stored while in cache.
+      // keep_samples_: the statistics pass kept this rank's sample pixels, nothing is decoded again. A block
+      // of a scene decoded again (pixel, cube) is decoded below a slice at a time, each slice stored while
+      // in cache.
       const SceneState& st = sc_[static_cast<std::size_t>(b.scene)];
-      // Pixel samples not kept, of a scene decoded again: likewise.
-      const bool slices = !keep_samples_ && !kept_windows_.count(bi) && decodes_again(b.scene);
+      const bool slices = in_slices(bi);
       const RowWindow& w = keep_samples_ || slices ? scratch : window_for(bi, b, scratch, false);
       const auto t0 = Clock::now();
       double placing = 0, reading = 0;
+      // rows [r0, r1) of the block's scene decoded again into scratch (w), timed as reading
+      auto decode_slice = [&](std::size_t r0, std::size_t r1) {
+        const auto tr = Clock::now();
+        read_window(b.scene, r0, r1, scratch);  // books its own time (reading, band selection)
+        reading += seconds_since(tr);
+      };
       auto& hv = opts_.layout == Layout::cube ? cube_hashes_[static_cast<std::size_t>(b.scene)] : hashes_;
       if (opts_.layout == Layout::pixel) {
         // Transform, convert and hash a few samples at a time while they are in cache: the float32
@@ -1277,9 +1288,7 @@ void Decoder::write_pass(Sink& sink) {
           std::uint64_t g = 0;
           for (std::size_t r0 = u.r0; r0 < u.r1; r0 += step) {
             const std::size_t r1 = std::min(u.r1, r0 + step);
-            const auto tr = Clock::now();
-            read_window(b.scene, r0, r1, scratch);  // books its own time (reading, band selection)
-            reading += seconds_since(tr);
+            decode_slice(r0, r1);
             std::uint64_t e = g;
             while (e < n && static_cast<std::size_t>(table_.row[u.s0 + e]) < r1) ++e;
             for (; g < e; g += std::min(kGroup, e - g)) build_group(g, std::min(kGroup, e - g));
@@ -1307,11 +1316,7 @@ void Decoder::write_pass(Sink& sink) {
         const std::size_t step = slices ? slice_rows(st) : n;
         for (std::size_t r0 = b.r0; r0 < b.r1; r0 += step) {
           const std::size_t r1 = std::min(b.r1, r0 + step);
-          if (slices) {
-            const auto tr = Clock::now();
-            read_window(b.scene, r0, r1, scratch);  // books its own time (reading, band selection)
-            reading += seconds_since(tr);
-          }
+          if (slices) decode_slice(r0, r1);
           for (std::size_t r = r0; r < r1; ++r) {
             const float* in = w.pixel(r, 0);
             for (std::size_t c = 0; c < cols; ++c)
