@@ -47,10 +47,19 @@ hsipipe_local_root() {
 
 # The launcher of the MPI ranks of this job (all its tasks): srun --mpi=PLUGIN, or the MPI library's
 # mpiexec inside the allocation.
+# Each rank gets the job's --cpus-per-task cores for its threads (OMP_NUM_THREADS): srun does not inherit
+# it from sbatch since Slurm 22.05, and Open MPI's mpiexec binds a rank to one core unless told PE=N.
 hsipipe_launcher() {
+  local cpus=${SLURM_CPUS_PER_TASK:-1}
   case $HSIPIPE_MPI in
-    mpiexec) HSIPIPE_LAUNCH=(mpiexec -n "${SLURM_NTASKS:-1}") ;;
-    *) HSIPIPE_LAUNCH=(srun --mpi="$HSIPIPE_MPI" --kill-on-bad-exit=1) ;;
+    mpiexec)
+      HSIPIPE_LAUNCH=(mpiexec -n "${SLURM_NTASKS:-1}")
+      [[ $cpus -le 1 ]] || HSIPIPE_LAUNCH+=(--map-by "slot:PE=$cpus")
+      ;;
+    *)
+      HSIPIPE_LAUNCH=(srun --mpi="$HSIPIPE_MPI" --kill-on-bad-exit=1)
+      [[ -z ${SLURM_CPUS_PER_TASK:-} ]] || HSIPIPE_LAUNCH+=(--cpus-per-task="$SLURM_CPUS_PER_TASK")
+      ;;
   esac
 }
 hsipipe_launcher
@@ -62,17 +71,21 @@ hsipipe_launch() { "${HSIPIPE_LAUNCH[@]}" "$HSIPIPE_EXE_PATH" "$@"; }
 hsipipe_once() { "$HSIPIPE_EXE_PATH" "$@"; }
 
 # Stages the run's cache to node-local disk on every node of the job (one `hsipipe stage` per node;
-# concurrent jobs on a node wait for each other through the lock) and prints the local path.
+# concurrent jobs on a node wait for each other through the lock) and sets HSIPIPE_LOCAL_CACHE to the
+# local path. Call it as a command, not inside $(...): bash turns `set -e` off in a command substitution,
+# so a failed stage there would not end the job. The path holds the user and a hash of the shared cache's
+# path, so two users' (or two results roots') runs of the same name never share, or fail on, one copy.
 hsipipe_stage_cache() {
-  local dest
-  dest="$(hsipipe_local_root)/hsipipe-stage/$HSIPIPE_RUN_NAME/cache"
+  local key
+  key=$(printf '%s' "$(realpath -m "$HSIPIPE_CACHE")" | cksum | cut -d' ' -f1)
+  HSIPIPE_LOCAL_CACHE="$(hsipipe_local_root)/hsipipe-stage/${USER:-$(id -un)}/$HSIPIPE_RUN_NAME-$key/cache"
+  mkdir -p "$(dirname "$HSIPIPE_LOCAL_CACHE")"
   if [[ ${SLURM_JOB_NUM_NODES:-1} -gt 1 ]]; then
     srun --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --mpi=none \
-      "$HSIPIPE_EXE_PATH" stage "$HSIPIPE_CACHE" "$dest" >&2
+      "$HSIPIPE_EXE_PATH" stage "$HSIPIPE_CACHE" "$HSIPIPE_LOCAL_CACHE" >&2
   else
-    "$HSIPIPE_EXE_PATH" stage "$HSIPIPE_CACHE" "$dest" >&2
+    "$HSIPIPE_EXE_PATH" stage "$HSIPIPE_CACHE" "$HSIPIPE_LOCAL_CACHE" >&2
   fi
-  echo "$dest"
 }
 
 # The id `scontrol requeue` needs: for an array task ARRAYID_TASK (SLURM_JOB_ID of the first task equals

@@ -66,10 +66,11 @@ def derive(seed, a, b=0):
 
 # --- sample tables --------------------------------------------------------------------------------
 class Table:
-    def __init__(self, scene, row, col, label, patch, scenes=None):
+    def __init__(self, scene, row, col, label, patch, scenes=None, data_checksum=""):
         self.scene, self.row, self.col, self.label = scene, row, col, label
         self.patch = patch
         self.scenes = scenes or []  # [(name, rows, cols)]
+        self.data_checksum = data_checksum  # the cache's (informational), "" for a CSV table
 
     def __len__(self):
         return len(self.label)
@@ -123,7 +124,7 @@ def read_cache(d, patch_override=None):
     if patch_override:
         patch = patch_override
     scenes = [(s["name"], s["rows"], s["cols"]) for s in man.get("scenes", [])]
-    return Table(coords[0::3], coords[1::3], coords[2::3], labels, patch, scenes)
+    return Table(coords[0::3], coords[1::3], coords[2::3], labels, patch, scenes, str(man.get("data_checksum", "")))
 
 
 def read_csv(path, patch_override=None):
@@ -302,9 +303,28 @@ def fingerprint(t, fold, excluded):
     return h.hexdigest()
 
 
-def make_folds(t, k, seed, strategy, block=0, buffer=-1):
+def validate(t, k):
+    """The table and k as FOLDS.md section 0 requires them (the same refusals as hsipipe's)."""
     if k < 2:
         raise SystemExit("k must be >= 2")
+    if t.patch < 1:
+        raise SystemExit(f"patch side must be >= 1, got {t.patch}")
+    for i in range(len(t)):
+        if t.scene[i] < 0 or t.row[i] < 0 or t.col[i] < 0:
+            raise SystemExit(f"sample {i} has a negative scene/row/col")
+        if t.scenes:
+            if t.scene[i] >= len(t.scenes):
+                raise SystemExit(f"sample {i} names scene {t.scene[i]} of {len(t.scenes)}")
+            _, rows, cols = t.scenes[t.scene[i]]
+            if t.row[i] >= rows or t.col[i] >= cols:
+                raise SystemExit(f"sample {i} at ({t.row[i]}, {t.col[i]}) lies outside scene {t.scene[i]} ({rows} x {cols})")
+    participants = sum(1 for lab in t.label if lab >= 0)
+    if participants < k:
+        raise SystemExit(f"{k} folds need at least as many labeled samples; the table has {participants}")
+
+
+def make_folds(t, k, seed, strategy, block=0, buffer=-1):
+    validate(t, k)
     where = neighbours(t)
     params = {"patch": t.patch}
     if strategy == "stratified":
@@ -328,6 +348,7 @@ def make_folds(t, k, seed, strategy, block=0, buffer=-1):
     return {
         "format": "hsipipe-folds", "format_version": FORMAT_VERSION, "algorithm_version": ALGORITHM_VERSION,
         "k": k, "seed": seed, "strategy": strategy, "parameters": params, "n_samples": len(t),
+        "data_checksum": t.data_checksum,
         "samples_checksum": samples_checksum(t), "fingerprint": fingerprint(t, fold, excluded),
         "classes": classes, "counts": counts, "excluded_counts": [len(e) for e in excluded],
         "leakage": {"radius": radius, "fraction": frac, "leaky_per_fold": leaky},

@@ -57,7 +57,7 @@ ini_value() {  # ini_value FILE SECTION KEY: the key in [SECTION], else before a
   awk -v sec="$2" -v key="$3" '
     /^[ \t]*[;#]/ {next}
     /^[ \t]*\[/ {s=$0; gsub(/[ \t\[\]]/, "", s); cur=s; next}
-    { line=$0; i=index(line, "="); if (!i) next
+    { line=$0; sub(/#.*/, "", line); i=index(line, "="); if (!i) next  # "#" starts a comment anywhere, as in hsipipe
       kk=substr(line, 1, i-1); v=substr(line, i+1); gsub(/^[ \t]+|[ \t]+$/, "", kk); gsub(/^[ \t]+|[ \t]+$/, "", v)
       if (kk!=key) next
       if (cur==sec) {found=v} else if (cur=="" && top=="") {top=v} }
@@ -72,6 +72,8 @@ out=${out:-$HSIPIPE_SHARED_DIR/$name}
 if [[ $dry == 0 ]]; then
   mkdir -p "$out/logs" || die "cannot create $out/logs"
   out=$(cd "$out" && pwd)
+else
+  out=$(realpath -m "$out")  # the dry run creates nothing; its script does (below)
 fi
 export HSIPIPE_CONFIG=$config HSIPIPE_OUT=$out HSIPIPE_K=$k HSIPIPE_RUN_NAME=$name
 
@@ -105,7 +107,7 @@ submit() {  # submit STAGE SCRIPT OPTIONS...: submits after $prev, records the i
   shift 2
   local dep=()
   [[ -n $prev ]] && dep=(--dependency="afterok:$prev")
-  local cmd=(sbatch "${common[@]}" "${dep[@]}" "$@" "$ROOT/jobs/$script")
+  local cmd=(sbatch "${common[@]}" ${dep[@]+"${dep[@]}"} "$@" "$ROOT/jobs/$script")  # (empty arrays and set -u: bash < 4.4)
   if [[ $dry == 1 ]]; then
     # A runnable script: JOB_<STAGE>=$(sbatch ...), later jobs depending on $JOB_<PREVIOUS>.
     local line="" a
@@ -126,8 +128,9 @@ submit() {  # submit STAGE SCRIPT OPTIONS...: submits after $prev, records the i
 }
 
 if [[ $dry == 1 ]]; then
-  echo "# environment exported to the jobs:"
-  for v in HSIPIPE_ROOT HSIPIPE_SITE HSIPIPE_CONFIG HSIPIPE_OUT HSIPIPE_K HSIPIPE_RUN_NAME; do echo "#   $v=${!v}"; done
+  echo "# the environment the jobs get (sbatch exports it), and their log folder:"
+  for v in HSIPIPE_ROOT HSIPIPE_SITE HSIPIPE_CONFIG HSIPIPE_OUT HSIPIPE_K HSIPIPE_RUN_NAME; do echo "export $v=$(printf '%q' "${!v}")"; done
+  echo "mkdir -p $(printf '%q' "$out/logs")"
 fi
 IFS=, read -r -a stage_list <<<"$stages"
 for s in "${stage_list[@]}"; do

@@ -15,6 +15,7 @@
 #include "cache/h5util.hpp"
 #include "cache/npy.hpp"
 #include "core/error.hpp"
+#include "core/fs.hpp"
 
 namespace hsipipe::cache {
 
@@ -115,7 +116,7 @@ class EarlyFlush {
 class NpySink final : public Sink {
  public:
   NpySink(const std::string& dir, const std::vector<ArraySpec>& arrays, const dist::Comm& comm)
-      : dir_(dir), arrays_(arrays), comm_(comm) {
+      : dir_(dir), arrays_(arrays), comm_(comm), network_(fs::network_fs_type(dir).has_value()) {
     collective_step(comm, "creating the .npy files", [&] {
       if (comm.rank() != 0) return;
       for (const auto& a : arrays_) {
@@ -138,9 +139,12 @@ class NpySink final : public Sink {
         // Ranks build their items in the file's pages (place()): a pwrite would copy them once more and,
         // worse, hold the file's inode lock while copying, so the ranks' writes to one file would queue.
         // Without a mapping (a file system that refuses it, or HSIPIPE_NPY_PWRITE=1) write() copies.
+        // Never mapped on a network file system: there ranks on other nodes write through page caches of
+        // their own, and an NFS client writes a dirty mapped page back whole, over the bytes a rank on
+        // another node wrote into the same page (pwrite's dirty ranges are exact).
         const std::uint64_t total = offsets_.back() + a.shape.at(0) * a.item_bytes();
         const char* force = std::getenv("HSIPIPE_NPY_PWRITE");
-        const bool map = total > 0 && !(force && *force && *force != '0');
+        const bool map = total > 0 && !network_ && !(force && *force && *force != '0');
         void* m = map ? ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0) : MAP_FAILED;
         maps_.emplace_back(m == MAP_FAILED ? nullptr : static_cast<char*>(m), total);
         fds_.push_back(std::move(fd));
@@ -230,14 +234,15 @@ class NpySink final : public Sink {
 
   void finish(const std::string&) override {
     // After the barrier every rank's writes are done. One fsync per file, on rank 0, makes all of them
-    // durable: fsync covers the file's pages whoever wrote them.
+    // durable: fsync covers the file's pages whoever wrote them, on one node. On a network file system
+    // every rank fsyncs its own writes, which may be in another node's page cache.
     unmap();  // the pages stay dirty in the page cache, where fsync finds them
     comm_.barrier();
     collective_step(comm_, "flushing the .npy files", [&] {
       if (const auto f = early_.wait(); f.err != 0) throw IoError(f.path, "fsync", f.err);
       for (std::size_t i = 0; i < fds_.size(); ++i) {
         const int fd = fds_[i].release();
-        const bool ok = comm_.rank() != 0 || ::fsync(fd) == 0;
+        const bool ok = (comm_.rank() != 0 && !network_) || ::fsync(fd) == 0;
         const int e = errno;
         if (::close(fd) != 0 || !ok) throw IoError(path(arrays_[i]), "fsync/close", ok ? errno : e);
       }
@@ -252,6 +257,7 @@ class NpySink final : public Sink {
   std::string dir_;
   std::vector<ArraySpec> arrays_;
   const dist::Comm& comm_;
+  bool network_;  ///< dir_ on a network file system (fs::network_fs_type): pwrite, and every rank fsyncs
   void unmap() noexcept {
     for (auto& [p, n] : maps_)
       if (p) ::munmap(p, n), p = nullptr;

@@ -248,8 +248,9 @@ int run_folds(int argc, char** argv) {
 
   if (vm.count("check")) {
     const std::string path = vm["check"].as<std::string>();
-    const folds::Folds f = folds::load_folds(path);
+    folds::Folds f = folds::load_folds(path);
     const auto r = folds::check_folds(f, view, table.data_checksum);
+    if (f.n_samples == view.size()) folds::complete_informational(view, f);  // a file may omit them
     std::cout << "check " << path << " against " << table.source << ": " << (r.ok ? "OK" : "REFUSED") << "\n";
     print_summary(f, std::cout);
     std::cout << "recomputed fingerprint: " << r.recomputed_fingerprint << "\n";

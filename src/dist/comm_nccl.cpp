@@ -8,9 +8,11 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <cstring>
 #include <source_location>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "dist/comm_nccl.hpp"
@@ -62,15 +64,48 @@ void check_mpi_local(int rc, const char* call, const std::source_location& loc =
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(MPI_Comm mpi, int rank, int size, int local_rank) : rank_(rank), size_(size), device_(local_rank) {
+  NcclCommunicator(MPI_Comm mpi, int rank, int size, int local_rank) : rank_(rank), size_(size) {
+    // The device: the node-local rank modulo the devices this rank sees, as the trainer picks its torch
+    // device (trainer.cpp), so that the two agree. One rule for both ways Slurm hands out GPUs: with
+    // --gpus-per-task (implied --gpu-bind=per_task) each rank sees only its own GPU, as device 0; with
+    // --gpus-per-node every rank sees all of them and takes device local_rank.
     int ndev = 0;
-    HSIPIPE_CUDA(cudaGetDeviceCount(&ndev));
-    if (device_ >= ndev) {
-      throw NcclError("NCCL: local rank " + std::to_string(device_) + " on this node needs CUDA device " +
-                      std::to_string(device_) + " but only " + std::to_string(ndev) +
-                      " are visible (one rank per GPU; NCCL cannot put two ranks on one device)");
+    const cudaError_t rc = cudaGetDeviceCount(&ndev);
+    cudaError_t set = cudaSuccess;
+    if (rc == cudaSuccess && ndev > 0) {
+      device_ = local_rank % ndev;
+      set = cudaSetDevice(device_);
     }
-    HSIPIPE_CUDA(cudaSetDevice(device_));
+    // Every rank's device UUID, gathered before any rank throws (a collective no rank may leave alone):
+    // NCCL cannot put two ranks on one device, which happens when the ranks of a node outnumber the GPUs
+    // they all see.
+    struct Seen {
+      unsigned char uuid[16];
+      int ok;
+      int device;
+    } mine{};
+    mine.ok = rc == cudaSuccess && ndev > 0 && set == cudaSuccess;
+    mine.device = device_;
+    if (mine.ok) {
+      cudaDeviceProp prop{};
+      mine.ok = cudaGetDeviceProperties(&prop, device_) == cudaSuccess;
+      if (mine.ok) std::memcpy(mine.uuid, prop.uuid.bytes, sizeof mine.uuid);
+    }
+    std::vector<Seen> all(static_cast<std::size_t>(size_));
+    check_mpi_local(MPI_Allgather(&mine, static_cast<int>(sizeof mine), MPI_BYTE, all.data(), static_cast<int>(sizeof mine),
+                                  MPI_BYTE, mpi),
+                    "MPI_Allgather(CUDA device UUIDs)");
+    if (rc != cudaSuccess) check_cuda(rc, "cudaGetDeviceCount");
+    if (ndev == 0) throw NcclError("NCCL: rank " + std::to_string(rank_) + " sees no CUDA device");
+    if (set != cudaSuccess) check_cuda(set, "cudaSetDevice");
+    for (int r = 0; r < size_; ++r) {
+      if (!all[static_cast<std::size_t>(r)].ok) throw NcclError("NCCL: rank " + std::to_string(r) + " has no usable CUDA device");
+      for (int q = 0; q < r; ++q)
+        if (std::memcmp(all[static_cast<std::size_t>(q)].uuid, all[static_cast<std::size_t>(r)].uuid, 16) == 0)
+          throw NcclError("NCCL: ranks " + std::to_string(q) + " and " + std::to_string(r) + " would share one GPU (device " +
+                          std::to_string(all[static_cast<std::size_t>(r)].device) +
+                          " of theirs): run one rank per GPU (more GPUs, or fewer ranks per node)");
+    }
     ncclUniqueId id{};
     if (rank_ == 0) HSIPIPE_NCCL(ncclGetUniqueId(&id));
     check_mpi_local(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, mpi), "MPI_Bcast(ncclUniqueId)");

@@ -10,8 +10,9 @@
 
 namespace hsipipe::dist::detail {
 
-/// COLLECTIVE over `comm` (rank 0 makes the unique id, MPI_Bcast shares it). `local_rank` picks the
-/// CUDA device. Throws NcclError when NCCL or CUDA fail, ConfigError when built without NCCL.
+/// COLLECTIVE over `comm` (rank 0 makes the unique id, MPI_Bcast shares it). `local_rank` modulo the
+/// CUDA devices this rank sees picks its device, as the trainer picks its torch device; two ranks on one
+/// GPU are refused. Throws NcclError when NCCL or CUDA fail, ConfigError when built without NCCL.
 std::unique_ptr<Communicator> make_nccl(MPI_Comm comm, int rank, int size, int local_rank);
 bool nccl_compiled() noexcept;
 

@@ -435,6 +435,7 @@ Folds make_folds(const SampleTableView& t, const FoldParams& p) {
     out.warnings.push_back(std::move(msg));
   }
   compute_leakage(t, out, t.patch / 2);
+  out.has_informational = true;
   out.samples_checksum = samples_checksum(t);
   out.fingerprint = fingerprint(t, out.fold, out.excluded);
   return out;
@@ -573,7 +574,7 @@ Folds load_folds(const std::string& path) {
     f.grid_offset_col = go[1].get<std::int64_t>();
   }
   f.n_samples = as_int<std::uint64_t>(j, "n_samples", path, 0, std::numeric_limits<std::int32_t>::max());
-  f.data_checksum = as_string(j, "data_checksum", path);
+  if (j.contains("data_checksum")) f.data_checksum = as_string(j, "data_checksum", path);  // informational
   f.samples_checksum = as_string(j, "samples_checksum", path);
   if (!is_hex64(f.samples_checksum)) throw FormatError(path, "samples_checksum", "expected 64 lower-case hex digits");
   f.fingerprint = as_string(j, "fingerprint", path);
@@ -618,22 +619,41 @@ Folds load_folds(const std::string& path) {
     for (const auto& e : f.excluded)
       if (!e.empty()) throw FormatError(path, "excluded", "non-empty for strategy " + strategy_name(f.strategy));
   }
-  // Informational fields: read when present and well-formed (check_folds recomputes them).
+  // Informational fields (docs/FOLDS.md section 10: readers must not rely on them): read when present,
+  // and then well-formed; absent, complete_informational() computes them from the sample table.
+  const char* const info[] = {"classes", "counts", "leakage"};
+  const auto present = std::count_if(std::begin(info), std::end(info), [&](const char* k) { return j.contains(k); });
+  if (present != 0 && present != 3) throw FormatError(path, "classes/counts/leakage", "give all three or none");
   try {
-    f.classes = field(j, "classes", path).get<std::vector<std::int32_t>>();
-    f.counts = field(j, "counts", path).get<std::vector<std::vector<std::uint64_t>>>();
-    const auto& lk = field(j, "leakage", path);
-    f.leakage_radius = lk.at("radius").get<int>();
-    f.leakage = lk.at("fraction").get<double>();
-    f.leaky = lk.at("leaky_per_fold").get<std::vector<std::uint64_t>>();
+    if (present == 3) {
+      f.classes = field(j, "classes", path).get<std::vector<std::int32_t>>();
+      f.counts = field(j, "counts", path).get<std::vector<std::vector<std::uint64_t>>>();
+      const auto& lk = field(j, "leakage", path);
+      f.leakage_radius = lk.at("radius").get<int>();
+      f.leakage = lk.at("fraction").get<double>();
+      f.leaky = lk.at("leaky_per_fold").get<std::vector<std::uint64_t>>();
+      f.has_informational = true;
+    }
     if (j.contains("warnings")) f.warnings = j["warnings"].get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
-    throw FormatError(path, "classes/counts/leakage", e.what());
+    throw FormatError(path, "classes/counts/leakage/warnings", e.what());
   }
-  if (f.counts.size() != static_cast<std::size_t>(f.k)) throw FormatError(path, "counts", "expected k rows");
-  for (const auto& row : f.counts)
-    if (row.size() != f.classes.size()) throw FormatError(path, "counts", "row length differs from the number of classes");
+  if (f.has_informational) {
+    if (f.counts.size() != static_cast<std::size_t>(f.k)) throw FormatError(path, "counts", "expected k rows");
+    for (const auto& row : f.counts)
+      if (row.size() != f.classes.size()) throw FormatError(path, "counts", "row length differs from the number of classes");
+  }
   return f;
+}
+
+void complete_informational(const SampleTableView& t, Folds& f) {
+  if (f.has_informational) return;
+  if (f.n_samples != t.size()) throw ConfigError("folds: the table has " + std::to_string(t.size()) + " samples, the folds " + std::to_string(f.n_samples));
+  SampleTableView tv = t;
+  tv.patch = f.patch;
+  fill_counts(tv, f);
+  compute_leakage(tv, f, tv.patch / 2);
+  f.has_informational = true;
 }
 
 CheckReport check_folds(const Folds& f, const SampleTableView& t, const std::string& data_checksum) {
@@ -667,7 +687,7 @@ CheckReport check_folds(const Folds& f, const SampleTableView& t, const std::str
     problem("fingerprint " + r.recomputed_fingerprint + " recomputed from the fold array and this cache's samples differs from " +
             f.fingerprint + " in the file");
   }
-  if (!data_checksum.empty() && data_checksum != f.data_checksum) {
+  if (!data_checksum.empty() && !f.data_checksum.empty() && data_checksum != f.data_checksum) {
     r.notes.push_back("data_checksum differs (file " + f.data_checksum + ", cache " + data_checksum +
                       "): another dtype, backend or preprocessing of the same sample table");
   }

@@ -75,6 +75,9 @@ struct Folds {
   std::vector<std::uint64_t> leaky;                   ///< per fold: validation samples whose patch holds a training pixel
   double leakage = 0.0;                               ///< sum(leaky) / validation samples
   std::vector<std::string> warnings;                  ///< e.g. a class with fewer than k samples
+  /// classes, counts and leakage are filled: by make_folds, by load_folds from a file that has them (they
+  /// are informational, a file may omit them), or by complete_informational.
+  bool has_informational = false;
 
   /// Validation sample ids of fold f, ascending.
   std::vector<std::uint64_t> val_ids(int f) const;
@@ -96,6 +99,10 @@ std::string samples_checksum(const SampleTableView& table);
 /// Leakage of a split: per fold, the number of validation samples whose patch (radius) contains a
 /// training pixel (another fold's sample, not excluded for this fold). Fills leaky, leakage, radius.
 void compute_leakage(const SampleTableView& table, Folds& folds, int radius);
+
+/// Fills classes, counts and leakage (radius patch / 2) from the table when a loaded file omitted them.
+/// Throws ConfigError when the table's sample count is not the folds'.
+void complete_informational(const SampleTableView& table, Folds& folds);
 
 /// The folds file (key order fixed: see docs/FOLDS.md), and its text form as written to disk.
 nlohmann::ordered_json to_json(const Folds& f);

@@ -145,6 +145,56 @@ def synthetic():
         rc, text = run([BIN, "folds", "--check", edited, "--samples", csv], expect=None)
         check(rc == 3 and "format_version" in text and "edited.json" in text,
               "--check refuses an unknown format version naming file and field")
+
+        # The reference's own folds file is accepted by --check; so is one with only the fields readers may
+        # rely on (FOLDS.md section 10), whose counts hsipipe then computes itself.
+        t = ref.read_csv(csv)
+        r = ref.make_folds(t, 5, 42, "spatial")
+        reffile = os.path.join(tmp, "ref.json")
+        with open(reffile, "w") as f:
+            json.dump(r, f)
+        rc, text = run([BIN, "folds", "--check", reffile, "--samples", csv], expect=None)
+        check(rc == 0 and "OK" in text and "identical" in text, "--check accepts the reference's folds file")
+        _, good_text = run([BIN, "folds", "--check", good, "--samples", csv])
+        minimal = {key: r[key] for key in ("format", "format_version", "algorithm_version", "k", "seed", "strategy",
+                                          "parameters", "n_samples", "samples_checksum", "fingerprint", "excluded",
+                                          "fold")}
+        with open(reffile, "w") as f:
+            json.dump(minimal, f)
+        rc, text = run([BIN, "folds", "--check", reffile, "--samples", csv], expect=None)
+        table = lambda s: [line for line in s.splitlines() if line.lstrip().startswith(("0 ", "all ", "leakage:"))]
+        check(rc == 0 and table(text) == table(good_text) and table(text),
+              "--check accepts a file without the informational fields, and prints the same counts and leakage")
+        del minimal["fingerprint"]
+        with open(reffile, "w") as f:
+            json.dump(minimal, f)
+        rc, text = run([BIN, "folds", "--check", reffile, "--samples", csv], expect=None)
+        check(rc == 3 and "fingerprint" in text, "--check refuses a file without its fingerprint, naming the field")
+
+        # The reference refuses what hsipipe refuses (FOLDS.md section 0).
+        for what, edit_table in (
+            ("fewer labeled samples than k", lambda t: ref.Table(t.scene[:3], t.row[:3], t.col[:3], t.label[:3], t.patch, t.scenes)),
+            ("two samples on one pixel", lambda t: ref.Table(t.scene + [t.scene[0]], t.row + [t.row[0]], t.col + [t.col[0]],
+                                                             t.label + [t.label[0]], t.patch, t.scenes)),
+            ("a sample outside its scene", lambda t: ref.Table(t.scene + [0], t.row + [t.scenes[0][1]], t.col + [0],
+                                                               t.label + [t.label[0]], t.patch, t.scenes)),
+        ):
+            bad = edit_table(t)
+            try:
+                ref.make_folds(bad, 5, 42, "stratified")
+                refused = False
+            except SystemExit:
+                refused = True
+            badcsv = os.path.join(tmp, "bad.csv")
+            with open(badcsv, "w") as f:
+                f.write(f"# hsipipe-samples 1\n# patch,{bad.patch}\n")
+                for i, (name, rows, cols) in enumerate(bad.scenes):
+                    f.write(f"# scene,{i},{rows},{cols},{name}\n")
+                f.write("sample,scene,row,col,label\n")
+                for i in range(len(bad)):
+                    f.write(f"{i},{bad.scene[i]},{bad.row[i]},{bad.col[i]},{bad.label[i]}\n")
+            rc, _ = run([BIN, "folds", "--samples", badcsv, "--k", "5", "--strategy", "stratified", "--out", out], expect=None)
+            check(refused and rc in (2, 3) and not os.path.exists(out), f"{what}: refused by the reference and by hsipipe (exit {rc})")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

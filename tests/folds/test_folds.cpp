@@ -333,6 +333,26 @@ TEST_CASE("folds file: round trip, refusal of bad files naming the field", "[fol
   CHECK(field_of() == "excluded");
   std::ofstream(path) << "{\"k\": 5,";
   CHECK(field_of() == "json");
+
+  // classes, counts, leakage and data_checksum are informational (FOLDS.md section 10): a file may omit
+  // them, and complete_informational computes the same values from the table; but not one of the three alone
+  {
+    auto j = to_json(f);
+    for (const char* k : {"classes", "counts", "leakage", "data_checksum", "excluded_counts", "warnings"}) j.erase(k);
+    std::ofstream(path) << j.dump();
+    Folds h = load_folds(path);
+    CHECK(!h.has_informational);
+    CHECK(h.data_checksum.empty());
+    CHECK(check_folds(h, t.view(), "0123456789abcdef").ok);
+    complete_informational(t.view(), h);
+    CHECK(h.classes == f.classes);
+    CHECK(h.counts == f.counts);
+    CHECK(h.leaky == f.leaky);
+    CHECK(h.leakage == f.leakage);
+    CHECK(h.leakage_radius == f.leakage_radius);
+  }
+  edit("counts", nullptr);
+  CHECK(field_of() == "classes/counts/leakage");
 }
 
 TEST_CASE("check: a folds file applies to its table, is refused for another with the reason", "[folds][check]") {

@@ -78,6 +78,11 @@ wait_done() {  # wait_done SECONDS JOBID...
   tail -n 30 "$LOGS"/* || true
   fail "jobs $* not done after ${limit}s of the test"
 }
+# The node-local copy jobs/lib.sh stages: under the user and a hash of the shared cache's path.
+stage_dir() {
+  local u=${USER:-$(id -un)}
+  echo "$W/local/hsipipe-stage/$u/chain-$(printf '%s' "$(realpath -m "$OUT/cache")" | cksum | cut -d' ' -f1)/cache"
+}
 show_logs() { for f in "$LOGS"/*; do echo "===== $f"; cat "$f"; done; }
 trap 'rc=$?; if ((rc != 0 && rc != 77)); then show_logs; fi' EXIT
 
@@ -97,7 +102,7 @@ if ((!have_train)); then
     "$OUT/cache/manifest.json" || fail "the cache was not decoded by 2 ranks"
   fp=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['fingerprint'])" "$OUT/folds.json")
   grep -q "$fp" "$LOGS/hsipipe-folds-$HSIPIPE_JOB_FOLDS.out" || fail "folds fingerprint $fp not in the folds log"
-  grep -q "copied to $W/local/hsipipe-stage/chain/cache" "$LOGS/hsipipe-folds-$HSIPIPE_JOB_FOLDS.out" || fail "folds did not stage"
+  grep -q "copied to $(stage_dir)" "$LOGS/hsipipe-folds-$HSIPIPE_JOB_FOLDS.out" || fail "folds did not stage"
   ok "decode (2 ranks) and folds through Slurm"
   skip "hsipipe train/report are not built (HSIPIPE_WITH_TORCH=OFF): the train array, preemption and report were not run"
 fi
@@ -148,7 +153,7 @@ done
 ok "fold results and summary"
 
 # staging: the folds job copied the cache to node-local disk, every train task reused that copy.
-stage_dir=$W/local/hsipipe-stage/chain/cache
+stage_dir=$(stage_dir)
 grep -q "copied to $stage_dir" "$LOGS/hsipipe-folds-$HSIPIPE_JOB_FOLDS.out" || fail "the folds job did not stage the cache"
 for f in 0 1 2; do
   grep -q "reused the valid copy at $stage_dir" "$LOGS/hsipipe-train-${A}_$f.out" || fail "train task $f did not reuse the staged copy"
