@@ -39,12 +39,15 @@ void apply_config(const std::string& path, const std::string& command, const po:
   po::parsed_options raw = po::parse_config_file(in, none, /*allow_unregistered=*/true);
   po::parsed_options mine(&desc);
   const std::string own = command + ".";
+  // Command-line values win, for every option: a repeatable (composing) one given on the command line
+  // takes none of the file's values, which po::store would otherwise append to it.
+  const auto on_command_line = [&](const std::string& name) { return out.vm.count(name) && !out.vm[name].defaulted(); };
   for (const auto& opt : raw.options) {
     const std::string& key = opt.string_key;
     const auto dot = key.find('.');
     std::string value = opt.value.empty() ? std::string() : opt.value.front();
     if (dot == std::string::npos) {  // top level: applies where known
-      if (desc.find_nothrow(key, false)) {
+      if (desc.find_nothrow(key, false) && !on_command_line(key)) {
         po::option o(key, {value});
         mine.options.push_back(o);
       }
@@ -57,7 +60,7 @@ void apply_config(const std::string& path, const std::string& command, const po:
       if (!desc.find_nothrow(name, false)) {
         throw ConfigError(path + ": section [" + command + "]: unknown option '" + name + "'");
       }
-      mine.options.push_back(po::option(name, {value}));
+      if (!on_command_line(name)) mine.options.push_back(po::option(name, {value}));
       continue;
     }
     if (last_dot != dot) {  // [scene.NAME] key -> "scene.NAME.key"

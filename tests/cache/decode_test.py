@@ -489,6 +489,15 @@ def group_values(d):
         s = np.concatenate([x1[l1 != 0], x2[l2 != 0]])
         check(close(a["samples"], ((s - s.mean(0)) / s.std(0)).astype(np.float32), "float32"),
               "two scenes: statistics over both, values equal numpy")
+    # command-line values win, repeatable ones too: --scene/--labels/--name replace the file's, not add to them
+    with open(ini, "a") as f:
+        f.write("name = from_ini\n")
+    one = os.path.join(d, "one_cli")
+    rc, log = run(["decode", "--config", ini, "--scene", hdr, "--labels", gt, "--name", "cli", "--out", one], ranks=1)
+    check(rc == 0, "--config with --scene/--labels/--name on the command line", log)
+    if rc == 0:
+        m, _ = load_arrays(one)
+        check([s["name"] for s in m["scenes"]] == ["cli"], "the command line's one scene and name, not the file's")
     check_options(d, hdr, gt)
     check_kept_samples(d)
 
