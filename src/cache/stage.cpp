@@ -302,6 +302,14 @@ StageResult stage(const std::string& src_in, const std::string& dest_in, const S
   res.bytes = total;
 
   if (stdfs::exists(dest)) {
+    // Only a copy (its stage record) or a cache (its manifest) is ever replaced; an empty folder too. Any
+    // other file or folder there is the user's: refused, never removed.
+    const bool ours = stdfs::is_directory(dest) && (stdfs::exists(dest / kStageRecord) || stdfs::exists(dest / "manifest.json") ||
+                                                    stdfs::is_empty(dest));
+    if (!ours) {
+      throw ConfigError("DEST " + dest.string() + " exists and is not a cache or a staged copy (no " + kStageRecord +
+                        ", no manifest.json): stage replaces only those; remove it or choose another DEST");
+    }
     const auto t0 = Clock::now();
     const std::string problem = staged_copy_problem(src_manifest, dest.string());
     res.seconds_verifying = since(t0);

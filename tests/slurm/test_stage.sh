@@ -125,4 +125,15 @@ grep -q "manifest" "$W/e.log" || fail "no manifest: message does not say so: $(c
 [[ $rc2 == 2 ]] && grep -q "overlap" "$W/f.log" || fail "DEST inside CACHE: exit $rc2 $(cat "$W/f.log")"
 [[ $rc3 == 2 ]] || fail "missing DEST: exit $rc3"
 ok "bad arguments refused"
+
+# 9. DEST holding someone else's files (neither a cache nor a staged copy) is refused and left alone.
+mkdir -p "$W/mine/sub" && echo precious >"$W/mine/important.txt" && echo x >"$W/plainfile"
+set +e
+"$H" stage "$W/cache" "$W/mine" >"$W/h.log" 2>&1; rc1=$?
+"$H" stage "$W/cache" "$W/plainfile" >"$W/i.log" 2>&1; rc2=$?
+set -e
+[[ $rc1 == 2 && $(cat "$W/mine/important.txt") == precious && -d $W/mine/sub ]] || fail "a user's folder at DEST: exit $rc1 $(cat "$W/h.log")"
+grep -q "is not a cache or a staged copy" "$W/h.log" || fail "a user's folder at DEST: message $(cat "$W/h.log")"
+[[ $rc2 == 2 && $(cat "$W/plainfile") == x ]] || fail "a plain file at DEST: exit $rc2 $(cat "$W/i.log")"
+ok "a DEST that is not a cache or a copy is refused, untouched"
 echo "PASS"
