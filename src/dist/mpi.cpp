@@ -186,6 +186,11 @@ std::vector<std::vector<char>> Comm::alltoallv(const std::vector<std::vector<cha
   return out;
 }
 
+void Comm::abort_job(int code) const noexcept {
+  MPI_Abort(comm_, code);
+  std::_Exit(code);  // MPI_Abort does not return; should it, this rank still ends
+}
+
 bool Comm::all_ok(bool ok) const {
   int v = ok ? 1 : 0;
   HSIPIPE_MPI(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, comm_));

@@ -103,6 +103,9 @@ class Comm {
   /// COLLECTIVE. True on every rank iff `ok` is true on every rank. Use it to turn a rank-local
   /// failure into a clean collective abort path instead of a deadlock.
   bool all_ok(bool ok) const;
+  /// Ends every rank of the job now (MPI_Abort with `code`): for a rank-local failure while the other
+  /// ranks may be waiting in a collective it will never join (they would hang, and MPI_Finalize too).
+  [[noreturn]] void abort_job(int code) const noexcept;
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -87,7 +87,7 @@ void BatchLoader::start(std::vector<std::vector<std::uint64_t>> plan, std::uint6
   const bool cuda = opt_.device.is_cuda();
   for (auto& s : slots_) {
     s.ready = SIZE_MAX;
-    if (s.capacity < need) {
+    if (s.capacity < need || !s.x.defined()) {  // (defined even when empty: a rank with no sample in its steps)
       auto o = torch::TensorOptions().pinned_memory(cuda);
       std::vector<std::int64_t> xs{static_cast<std::int64_t>(need), bands_};
       if (patch_ > 1) {

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -40,6 +42,28 @@ namespace hsipipe::train {
 namespace {
 
 // ---------------------------------------------------------------- signals (async-signal-safe)
+/// Runs fn. A failure on this rank alone (a libtorch error, a loader error) while the other ranks may be
+/// waiting in a collective of the step it will not reach ends the whole job, message first, instead of
+/// leaving them (and MPI_Finalize) hanging. On one rank the error propagates as usual.
+template <class F>
+void abort_on_local_error(const dist::Comm& world, F&& fn) {
+  if (world.size() == 1) return fn();
+  int code = 1;
+  std::string what;
+  try {
+    return fn();
+  } catch (const Error& e) {
+    code = e.exit_code();
+    what = e.what();
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  std::cerr << "hsipipe train: rank " << world.rank() << ": error: " << what
+            << "\n(ending every rank: the others wait in a collective this rank cannot join)\n"
+            << std::flush;
+  world.abort_job(code);
+}
+
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void hsipipe_on_preempt(int sig) { g_stop_signal = sig; }
 
@@ -133,8 +157,8 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
   collective_step(world, "train set-up", [&] {
     if (opt.epochs < 1) throw ConfigError("--epochs must be at least 1");
     if (opt.batch < 1) throw ConfigError("--batch must be at least 1");
-    if (!(opt.lr > 0)) throw ConfigError("--lr must be positive");
-    if (opt.weight_decay < 0) throw ConfigError("--weight-decay must be >= 0");
+    if (!(opt.lr > 0) || !std::isfinite(opt.lr)) throw ConfigError("--lr must be a positive finite number");
+    if (!(opt.weight_decay >= 0) || !std::isfinite(opt.weight_decay)) throw ConfigError("--weight-decay must be a finite number >= 0");
     if (opt.optimizer != "adam" && opt.optimizer != "sgd") throw ConfigError("--optimizer: unknown '" + opt.optimizer + "' (expected adam or sgd)");
     if (opt.checkpoint_every < 0) throw ConfigError("--checkpoint-every must be >= 0");
     if (opt.out.empty()) throw ConfigError("--out is required");
@@ -484,7 +508,8 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
       // tests: a fixed pause per step, so that a signal sent during the first epoch lands mid-fold however fast
       // the machine trains (tests/slurm/test_chain.sh)
       static const long step_delay_ms = test_delay_ms("HSIPIPE_TEST_STEP_DELAY_MS");
-      for (; step < steps; ++step) {
+      // (the step that sees the signal still counts as done: ++step runs before the condition ends the loop)
+      for (; step < steps && !preempted; ++step) abort_on_local_error(world, [&] {
         if (step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms));
         double t0 = now_s();
         auto b = loader.next();
@@ -500,18 +525,20 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
         t0 = now_s();
         const int stop = world.allreduce_max(static_cast<int>(g_stop_signal != 0));
         t.comm += now_s() - t0;
-        if (stop) {
-          preempted = true;
-          ++step;
-          break;
-        }
-      }
+        if (stop) preempted = true;
+      });
       // global sums of the epoch (or of its part so far)
       double sums[3] = {acc_loss.item<double>(), static_cast<double>(acc_correct.item<std::int64_t>()), static_cast<double>(acc_count)};
       {
         const double t0 = now_s();
         world.allreduce_sum(sums, 3);
         t.comm += now_s() - t0;
+      }
+      // the same sums on every rank: all stop here together
+      if (!std::isfinite(sums[0])) {
+        throw Error("fold " + std::to_string(f) + " epoch " + std::to_string(epoch + 1) + ": the training loss is " +
+                    (std::isnan(sums[0]) ? "NaN" : "infinite") + " (non-finite values in the cache " + opt.cache +
+                    ", or a learning rate too large: --lr " + std::to_string(opt.lr) + ")");
       }
       if (root) {
         sums[0] += resumed_epoch ? part_loss : 0;
@@ -531,7 +558,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
       // validation
       {
         const double t0 = now_s();
-        last_val = validate();
+        abort_on_local_error(world, [&] { last_val = validate(); });
         t.eval += now_s() - t0;
       }
       const bool final_epoch = epoch + 1 == opt.epochs;

@@ -283,3 +283,50 @@ TEST_CASE("train(): validation all-gathered covers each validation sample exactl
     CHECK(n == 2);
   }
 }
+
+TEST_CASE("train(): a global batch smaller than the rank count: ranks without a sample step with the others", "[train][mpi]") {
+  // --batch 1 on R ranks: every step, one rank trains on one sample and the others on none (empty batches
+  // from their loaders, zero gradients in the all-reduce). It hung before (an empty loader slot threw on
+  // one rank while the others waited in the step's all-reduce).
+  const dist::Comm world(MPI_COMM_WORLD);
+  SharedCache sc(world, "--layout pixel --rows 5 --cols 6 --bands 8 --unlabeled 0");
+  const std::string folds_path = sc.root() + "/folds.json";
+  if (world.rank() == 0) {
+    const auto cache = cache::CacheReader::open(sc.dir);
+    const auto t = cache.read_sample_table();
+    std::vector<folds::SceneSize> sizes;
+    for (const auto& s : t.scenes) sizes.push_back({s.rows, s.cols});
+    folds::FoldParams fp;
+    fp.k = 3;
+    auto f = folds::make_folds(folds::SampleTableView{t.scene, t.row, t.col, t.label, sizes, 1}, fp);
+    f.data_checksum = cache.data_checksum();
+    folds::save_folds(f, folds_path);
+  }
+  world.barrier();
+  TrainOptions o;
+  o.cache = sc.dir;
+  o.folds = folds_path;
+  o.model = "mlp";
+  o.out = sc.root() + "/run";
+  o.fold = "0";
+  o.epochs = 2;
+  o.batch = 1;
+  o.device = "cpu";
+  std::ostringstream log;
+  REQUIRE(hsipipe::train::train(o, world, log) == 0);
+  world.barrier();
+  if (world.rank() == 0) {
+    INFO(log.str());
+    std::ifstream ep(o.out + "/fold-0/epochs.jsonl");
+    std::string line;
+    int n = 0;
+    while (std::getline(ep, line)) {
+      if (line.empty()) continue;
+      const auto j = nlohmann::json::parse(line);
+      CHECK(j["global_batch"].get<int>() == 1);
+      CHECK(j["replicas_identical"].get<bool>());
+      ++n;
+    }
+    CHECK(n == 2);
+  }
+}
