@@ -477,7 +477,17 @@ void Decoder::build_table() {
   };
   std::uint64_t total = 0;
   for (const auto& st : sc_)
-    for (std::size_t i = 0, npx = st.rows * st.cols; i < npx; ++i) total += is_sample(st, i) ? 1 : 0;
+    for (std::size_t i = 0, npx = st.rows * st.cols; i < npx; ++i) {
+      if (!is_sample(st, i)) continue;
+      // labels of samples are >= 0: a negative one would be a sample in no fold (folds' "unlabeled")
+      if (st.labels && st.labels->labels[i] < 0) {
+        throw FormatError(st.input.labels->str(), "label",
+                          "pixel (row " + std::to_string(i / st.cols) + ", col " + std::to_string(i % st.cols) + ") has label " +
+                              std::to_string(st.labels->labels[i]) + ": labels must be >= 0, or the --ignore-label value (" +
+                              std::to_string(opts_.ignore_label) + ") for pixels that are not samples");
+      }
+      ++total;
+    }
   table_.label.resize(total);
   table_.scene.resize(total);
   table_.row.resize(total);
@@ -687,7 +697,7 @@ bool Decoder::is_item(int s, std::size_t r, std::size_t c, const float* px) cons
     if (st.labels->at(r, c) == opts_.ignore_label) return false;
     if (std::isnan(px[0]))
       throw FormatError(st.input.scene.str(), "pixel", "labeled pixel (row " + std::to_string(r) + ", col " +
-                                                           std::to_string(c) + ") is nodata/NaN in the scene");
+                                                           std::to_string(c) + ") is nodata, NaN or infinite in the scene");
     return true;
   }
   return !std::isnan(px[0]);

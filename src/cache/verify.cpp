@@ -20,7 +20,8 @@ namespace hsipipe::cache {
 
 namespace {
 
-Preprocessor preprocessor_from(const nlohmann::json& m) {
+/// The transform decode applied, from the manifest at `path`; FormatError naming the field when it lacks one.
+Preprocessor preprocessor_from(const nlohmann::json& m, const std::string& path) try {
   Preprocessor p;
   for (int b : m.at("bands").at("kept").get<std::vector<int>>()) p.kept.push_back(b - 1);
   p.shift = m.at("statistics").at("shift").get<std::vector<double>>();
@@ -34,7 +35,16 @@ Preprocessor preprocessor_from(const nlohmann::json& m) {
       p.components.insert(p.components.end(), v.begin(), v.end());
     }
   }
+  const std::size_t K = p.kept.size();
+  if (p.shift.size() != K || p.scale.size() != K)
+    throw FormatError(path, "statistics", "shift/scale: " + std::to_string(p.shift.size()) + "/" + std::to_string(p.scale.size()) +
+                                              " values for " + std::to_string(K) + " kept bands");
+  for (std::size_t b = 0; b < K; ++b)
+    if (!std::isfinite(p.shift[b]) || !std::isfinite(p.scale[b]) || p.scale[b] == 0)
+      throw FormatError(path, "statistics", "band " + std::to_string(p.kept[b] + 1) + ": shift/scale not finite, or scale 0");
   return p;
+} catch (const nlohmann::json::exception& e) {
+  throw FormatError(path, "bands/statistics/pca", std::string("missing or malformed (") + e.what() + ")");
 }
 
 /// Rows [rr0, rr1) of `scene`, bands selected and transformed.
@@ -159,7 +169,7 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
   // 3. random items re-decoded
   if (opts.samples == 0) return rep;
   const auto& params = m.at("params");
-  const Preprocessor pre = preprocessor_from(m);
+  const Preprocessor pre = preprocessor_from(m, dir + "/manifest.json");
   const Border border = border_from_name(m.value("border", "reflect"));
   const int p = c.patch();
   const Layout layout = c.layout();

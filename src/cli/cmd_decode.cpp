@@ -66,6 +66,14 @@ int run_decode(int argc, char** argv) {
         o.scenes.push_back(in);
       }
     } else {
+      // --labels and --name pair with the command line's --scene, in order: with scenes from the config
+      // they would pair with nothing (they were silently dropped)
+      for (const char* opt : {"labels", "name"})
+        if (vm.count(opt))
+          throw ConfigError(std::string("decode: --") + opt + " needs --scene on the command line" +
+                            (p.config_path.empty() ? std::string()
+                                                   : " (the scenes of " + p.config_path + " are its [scene.NAME] sections: set " +
+                                                         (std::string(opt) == "labels" ? "labels = PATH" : "the NAME") + " there)"));
       const std::string base = p.config_path.empty() ? std::string(".")
                                                      : std::filesystem::path(p.config_path).parent_path().string();
       auto resolve = [&](const std::string& v) {
@@ -76,7 +84,8 @@ int run_decode(int argc, char** argv) {
         return s;
       };
       for (const auto& [sec, kv] : p.sections) {
-        if (sec.rfind("scene.", 0) != 0) continue;
+        if (sec.rfind("scene.", 0) != 0)  // a misspelt [scene.NAME] would lose its scene without a word
+          throw ConfigError(p.config_path + ": unknown section [" + sec + "] (scenes are [scene.NAME] sections)");
         cache::SceneInput in;
         in.name = sec.substr(6);
         auto it = kv.find("path");

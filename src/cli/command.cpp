@@ -70,7 +70,8 @@ void apply_config(const std::string& path, const std::string& command, const po:
         out.sections.emplace_back(sec, std::map<std::string, std::string>{});
         it = std::prev(out.sections.end());
       }
-      it->second[field] = value;
+      if (!it->second.emplace(field, value).second)  // a section given twice, or a key twice in one
+        throw ConfigError(path + ": section [" + sec + "] gives '" + field + "' more than once");
     }
     (void)section;  // sections of other commands are ignored by design
   }

@@ -226,7 +226,7 @@ void decode(const unsigned char* src, const Strides& s, std::size_t nrows, std::
       for (std::size_t c = 0; c < C; ++c) {
         float* px = o + c * B;
         bool nan = false;
-        for (std::size_t b = 0; b < B; ++b) nan |= std::isnan(px[b]);
+        for (std::size_t b = 0; b < B; ++b) nan |= !std::isfinite(px[b]);  // NaN, or +-Inf (also a float64 value beyond float32)
         if (nan) std::fill(px, px + B, std::numeric_limits<float>::quiet_NaN());
       }
     }

@@ -138,7 +138,7 @@ void widen_and_mask(const T* src, float* out, std::size_t npix, std::size_t band
     bool bad = false;
     if (masking) {
       for (std::size_t b = 0; b < bands && !bad; ++b) {
-        if constexpr (std::is_floating_point_v<T>) bad = std::isnan(px[b]);
+        if constexpr (std::is_floating_point_v<T>) bad = !std::isfinite(static_cast<float>(px[b]));  // NaN or +-Inf in float32
         if (nodata[b] && static_cast<double>(px[b]) == *nodata[b]) bad = true;
       }
     }

@@ -59,7 +59,8 @@ class Scene {
   virtual DType source_type() const = 0;
   virtual const BandInfo& band_info() const = 0;
   /// ENVI `data ignore value` (or the format's nodata). A pixel is invalid when ANY of its bands
-  /// equals it (or is NaN in a float source): read_rows() then writes NaN into ALL its bands.
+  /// equals it (or is NaN or infinite in float32, from a float source): read_rows() then writes NaN into
+  /// ALL its bands.
   virtual std::optional<double> ignore_value() const = 0;
 
   /// Decodes rows [r0, r1) into `out`, which holds (r1 - r0) * cols() * bands() floats, BIP order:

@@ -56,7 +56,7 @@ std::size_t gather_to_bip(const T* src, Strides s, std::size_t rows, std::size_t
         float* d = dp + static_cast<std::ptrdiff_t>(k) * ds;
         *d = static_cast<float>(v);
         bool invalid = false;
-        if constexpr (is_float) invalid = std::isnan(v);
+        if constexpr (is_float) invalid = !std::isfinite(*d);  // NaN or +-Inf (in float32)
         if (ignore && static_cast<double>(v) == ig) invalid = true;
         if (invalid) bad[static_cast<std::size_t>(d - out) / bands] = 1;
       }

@@ -803,7 +803,62 @@ def group_errors(d):
     check(rc != 0 and "missing_gt" in log, "missing labels file named")
     rc, log = run(["verify", os.path.join(d, "nothing")], ranks=0)
     check(rc != 0 and "no such cache" in log, "verify of a missing cache")
+    check_bad_values(d, hdr, gt)
     check_full_disk(d)
+
+
+def check_bad_values(d, hdr, gt):
+    """Bad values and bad configurations found late: an error naming file and field, nothing written."""
+    labels = np.asarray(envi.open(gt).load())[:, :, 0]
+    r, c = map(int, np.argwhere(labels != 0)[0])
+    # +Inf in one band of a labeled pixel of a float32 scene: not valid data (like NaN)
+    x = np.asarray(envi.open(hdr).load()).astype(np.float32)
+    x[r, c, 3] = np.inf
+    inf_scene = os.path.join(d, "inf")
+    write_envi(inf_scene, x, 4)
+    out = os.path.join(d, "inf_cache")
+    rc, log = decode(inf_scene + ".hdr", gt, out, 2)
+    check(rc == 3 and "inf.hdr" in log and "(row %d, col %d)" % (r, c) in log and "infinite" in log and not os.path.exists(out),
+          "an infinite value in a labeled pixel: exit 3 naming the file and the pixel, nothing written (rc %d)" % rc, log)
+    # a negative label that is not the ignore label
+    neg = labels.astype(np.int16)
+    neg[r, c] = -3
+    neg_gt = os.path.join(d, "neg_gt")
+    write_envi(neg_gt, neg[:, :, None], 2)
+    out = os.path.join(d, "neg_cache")
+    rc, log = decode(hdr, neg_gt + ".hdr", out, 2)
+    check(rc == 3 and "neg_gt" in log and "label -3" in log and "(row %d, col %d)" % (r, c) in log and not os.path.exists(out),
+          "a negative label: exit 3 naming the labels file and the pixel (rc %d)" % rc, log)
+    # --labels with the scenes of a config file would pair with nothing; a misspelt scene section
+    ini = os.path.join(d, "cfg.ini")
+    with open(ini, "w") as f:
+        f.write("[scene.a]\npath = %s\n" % hdr)
+    out = os.path.join(d, "cfg_cache")
+    rc, log = run(["decode", "--config", ini, "--labels", gt, "--out", out, "--no-progress"], ranks=1)
+    check(rc == 2 and "--labels needs --scene" in log and not os.path.exists(out),
+          "--labels with the config's scenes: refused (rc %d)" % rc, log)
+    with open(ini, "a") as f:
+        f.write("[secne.b]\npath = %s\n" % hdr)
+    rc, log = run(["decode", "--config", ini, "--out", out, "--no-progress"], ranks=1)
+    check(rc == 2 and "unknown section [secne.b]" in log and "cfg.ini" in log and not os.path.exists(out),
+          "a misspelt [scene.NAME] section: refused naming the file (rc %d)" % rc, log)
+    with open(ini, "w") as f:
+        f.write("[scene.a]\npath = %s\n[scene.a]\npath = %s\n" % (hdr, hdr))
+    rc, log = run(["decode", "--config", ini, "--out", out, "--no-progress"], ranks=1)
+    check(rc == 2 and "[scene.a] gives 'path' more than once" in log, "a scene section given twice: refused (rc %d)" % rc, log)
+    # a manifest without its statistics: verify names the field
+    good = os.path.join(d, "good_cache")
+    rc, log = decode(hdr, gt, good, 1, ["--backend", "npy"])
+    check(rc == 0, "decode for the manifest check", log)
+    if rc == 0:
+        mp = os.path.join(good, "manifest.json")
+        m = manifest(good)
+        del m["statistics"]
+        with open(mp, "w") as f:
+            json.dump(m, f)
+        rc, log = run(["verify", good], ranks=0)
+        check(rc == 3 and "manifest.json" in log and "statistics" in log and "json.exception" not in log.split("(")[0],
+              "verify of a manifest without statistics: exit 3 naming the file and field (rc %d)" % rc, log)
 
 
 def check_full_disk(d):
