@@ -17,13 +17,18 @@
 // read_rows() calls serialise on it (copies out of the cache run outside the lock).
 #include <matio.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "io/array_choice.hpp"
@@ -269,6 +274,70 @@ class MatlabScene final : public Scene {
   mutable std::atomic<std::uint64_t> bytes_read_{0};
 };
 
+/// A v4/v5 file cut short: libmatio reads it without an error (a short read leaves zeros; a cut zlib
+/// stream is a warning and a zeroed block), so the element headers are walked here. Every top-level v5
+/// element is [u32 type][u32 bytes][payload] (a variable: 14 miMATRIX, 15 miCOMPRESSED), a v4 variable
+/// [type, rows, cols, imag, name length][name][data]; a cut anywhere inside one leaves its declared end
+/// past the end of the file. `listed` names the variables in file order (Mat_VarReadNextInfo). Returns a
+/// message naming the cut variable, or nothing. (v7.3 is HDF5, which refuses a truncated file itself.)
+std::optional<std::pair<std::string, std::string>> mat_truncation(const std::string& path, mat_ft version,
+                                                                  const std::vector<detail::ArrayEntry>& listed) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f || (version != MAT_FT_MAT5 && version != MAT_FT_MAT4)) return std::nullopt;
+  const auto size = static_cast<std::uint64_t>(f.tellg());
+  auto read_at = [&](std::uint64_t off, unsigned char* buf, std::size_t n) {
+    f.clear();
+    f.seekg(static_cast<std::streamoff>(off));
+    f.read(reinterpret_cast<char*>(buf), static_cast<std::streamsize>(n));
+    return static_cast<std::size_t>(f.gcount());
+  };
+  auto u32 = [](const unsigned char* p, bool big) {
+    return big ? (std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3])
+               : (std::uint32_t{p[3]} << 24 | std::uint32_t{p[2]} << 16 | std::uint32_t{p[1]} << 8 | p[0]);
+  };
+  auto cut = [&](std::size_t var, std::uint64_t needed) {
+    const std::string name = var < listed.size() ? listed[var].name : "variable #" + std::to_string(var + 1);
+    return std::make_pair(name, "file is truncated: the variable needs " + std::to_string(needed) + " bytes of the file, which has " +
+                                    std::to_string(size));
+  };
+  std::size_t var = 0;
+  if (version == MAT_FT_MAT5) {
+    unsigned char hdr[128];
+    if (read_at(0, hdr, 128) != 128) return cut(0, 128);
+    const bool big = hdr[126] == 'M' && hdr[127] == 'I';  // "IM": written little-endian
+    for (std::uint64_t off = 128; off < size;) {
+      unsigned char t[8] = {};
+      const std::size_t got = read_at(off, t, 8);
+      if (got < 8) {  // a cut tag, unless it is zero padding
+        if (std::any_of(t, t + got, [](unsigned char b) { return b != 0; })) return cut(var, off + 8);
+        break;
+      }
+      const std::uint32_t type = u32(t, big);
+      if (type >> 16) {  // a small data element (4 bytes of payload in the tag)
+        off += 8;
+        continue;
+      }
+      const std::uint64_t end = off + 8 + u32(t + 4, big);
+      if (end > size) return cut(var, end);
+      if (type == 14 || type == 15) ++var;
+      off = type == 14 ? off + 8 + (end - off - 8 + 7) / 8 * 8 : end;  // miMATRIX is padded to 8 bytes
+    }
+    return std::nullopt;
+  }
+  for (std::uint64_t off = 0; off < size; ++var) {  // v4
+    unsigned char h[20];
+    if (read_at(off, h, 20) < 20) return cut(var, off + 20);
+    const bool big = u32(h, false) > 9999;  // MOPT's M digit: 0 little-endian, 1 big-endian (1000..1999)
+    static constexpr std::uint64_t elem[6] = {8, 4, 4, 2, 2, 1};  // its P digit: double .. uint8
+    const std::uint32_t P = (u32(h, big) / 10) % 10;
+    if (P >= 6) return std::nullopt;  // not ours to judge: libmatio reports it
+    const std::uint64_t end = off + 20 + u32(h + 16, big) + std::uint64_t{u32(h + 4, big)} * u32(h + 8, big) * elem[P] * (u32(h + 12, big) ? 2 : 1);
+    if (end > size) return cut(var, end);
+    off = end;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::unique_ptr<Scene> open_matlab(const SceneSpec& spec) {
@@ -285,6 +354,10 @@ std::unique_ptr<Scene> open_matlab(const SceneSpec& spec) {
   std::vector<detail::ArrayEntry> entries;
   while (MatVar v{Mat_VarReadNextInfo(file.get())}) entries.push_back(entry_of(*v));
   Mat_Rewind(file.get());
+  // before choosing: the last variable present is the cut one, and every one after it is lost
+  if (const auto t = mat_truncation(path, Mat_GetVersion(file.get()), entries)) throw FormatError(path, t->first, t->second);
+  if (entries.empty() && Mat_GetVersion(file.get()) == MAT_FT_MAT73)  // libmatio opens it, HDF5 did not
+    throw FormatError(path, "header", "a v7.3 (HDF5) file with no variable libmatio can read: truncated or damaged?" + matio_says());
 
   const detail::ArrayEntry& chosen = spec.variable.empty()
                                          ? detail::choose_default_array(entries, path, "variable")

@@ -135,6 +135,33 @@ def make_matlab(out):
         {"spec": multi + ":z", "expect": ["multi.mat", "z", "complex"]},
         {"spec": os.path.join(out, "missing.mat"), "expect": ["missing.mat"]},
     ]
+    # Truncated files (libmatio reads a short v4/v5 file without an error: zeros for the missing part).
+    def truncated(name, data, keep):
+        path = os.path.join(out, name)
+        with open(path, "wb") as f:
+            f.write(data[:keep])
+        return path
+    for compressed in (False, True):
+        full = os.path.join(out, "full_%s.mat" % ("z" if compressed else "u"))
+        scipy.io.savemat(full, {"X": sample_cube("float32", (30, 20, 10)), "Y": np.ones((30, 20), np.uint8)},
+                         do_compression=compressed)
+        with open(full, "rb") as f:
+            data = f.read()
+        tag = "z" if compressed else "u"
+        errors += [
+            {"spec": truncated("half_%s.mat" % tag, data, len(data) // 2) + ":X", "expect": ["half_%s.mat" % tag, "X", "truncated"]},
+            {"spec": truncated("short_%s.mat" % tag, data, len(data) - 3) + ":X", "expect": ["short_%s.mat" % tag, "Y", "truncated"]},
+        ]
+    v4 = os.path.join(out, "full_v4.mat")
+    scipy.io.savemat(v4, {"X": np.arange(600.0).reshape(30, 20)}, format="4")
+    with open(v4, "rb") as f:
+        data = f.read()
+    errors.append({"spec": truncated("half_v4.mat", data, len(data) // 2) + ":X", "expect": ["half_v4.mat", "X", "truncated"]})
+    v73 = os.path.join(out, "full_v73.mat")
+    write_mat73(v73, {"hsi": (sample_cube("int16", (9, 6, 5)), False)})
+    with open(v73, "rb") as f:
+        data = f.read()
+    errors.append({"spec": truncated("half_v73.mat", data, len(data) // 2) + ":hsi", "expect": ["half_v73.mat", "truncated"]})
     notmat = os.path.join(out, "garbage.mat")
     with open(notmat, "wb") as f:
         f.write(b"this is not a MAT-file" * 20)
