@@ -1908,6 +1908,7 @@ nlohmann::json decode_params_json(const DecodeOptions& o) {
           {"layout", layout_name(o.layout)},
           {"patch", o.patch},
           {"border", border_name(o.border)},
+          {"invalid_pixels", "zero"},  // nodata/NaN/Inf pixels inside a patch or the cube (Preprocessor::apply)
           {"dtype", std::string(dtype_name(o.dtype))},
           {"normalize", normalize_name(o.normalize)},
           {"stats_over", stats_over_name(o.stats_over)},

@@ -218,6 +218,12 @@ std::vector<double> FixedSym::to_double(double divide_by) const {
 // ------------------------------------------------------------------------------------------------
 void Preprocessor::apply(const float* in, float* out) const {
   const std::size_t B = kept.size();
+  // An invalid pixel (nodata, NaN or +-Inf: NaN in every band, io::Scene::read_rows) is never a sample,
+  // but a patch or the cube may hold one: stored as 0, the band mean after z-score (as a zero border).
+  if (B > 0 && std::isnan(in[0])) {
+    std::fill(out, out + out_bands(), 0.0f);
+    return;
+  }
   if (pca_k <= 0) {
     affine(B, in, shift.data(), scale.data(), out);
     return;

@@ -168,6 +168,7 @@ def reference_of(img, lab, drop=(), normalize="zscore", pca=0, layout="pixel", p
             if comps[k, i] < 0:
                 comps[k] = -comps[k]
         xn = (xn - z.mean(axis=0)) @ comps.T
+    xn = np.where(np.isnan(xn), 0.0, xn)  # an invalid pixel inside a patch or the cube is stored as 0
     xn = xn.astype(np.float32)
     if layout == "pixel":
         data = xn[rows, cols, :]
@@ -467,6 +468,27 @@ def group_values(d):
                                                        nodata=-9999)
         check(m["n_samples"] == 30 * 20 - 1 and np.all(a["labels"] == -1), "unlabeled: every valid pixel, label -1")
         check(close(a["samples"], data, "float32"), "unlabeled: values equal numpy (NaN pixel kept out)")
+        check(not np.isnan(a["samples"]).any(), "unlabeled: the invalid pixel inside neighbours' patches is stored as 0")
+    # NaN in one band of an unlabeled pixel next to a labeled one (a float32 scene): the pixel is invalid,
+    # stored as 0 where a patch or the cube holds it; no NaN reaches the cache (training would learn NaN)
+    lab = np.asarray(envi.open(gt).load())[:, :, 0]
+    x = np.asarray(envi.open(hdr).load()).astype(np.float32)
+    (r, c), = [(r, c) for r, c in np.argwhere(lab == 0) if 0 < r < lab.shape[0] - 1 and lab[r, c + 1 if c + 1 < lab.shape[1] else c - 1] != 0][:1]
+    x[r, c, 7] = np.nan
+    nan_scene = os.path.join(d, "nanpx")
+    write_envi(nan_scene, x, 4)
+    img = x.astype(np.float64)
+    img[r, c, :] = np.nan
+    for layout, backend in (("patch", "npy"), ("cube", "h5")):
+        out = os.path.join(d, "nanpx_" + layout)
+        rc, log = decode(nan_scene + ".hdr", gt, out, 2, ["--layout", layout, "--patch", "5", "--backend", backend])
+        if not check(rc == 0, "decode %s with a NaN pixel beside a sample" % layout, log):
+            continue
+        m, a = load_arrays(out)
+        data = reference_of(img, lab.astype(np.int64), layout=layout, patch=5)[0]
+        got = a["cube_0"] if layout == "cube" else a["samples"]
+        check(close(got, data, "float32") and not np.isnan(got).any() and m["params"]["invalid_pixels"] == "zero",
+              "%s: the invalid pixel is stored as 0, the rest equals numpy" % layout)
     # two labeled scenes in order, through an INI file
     ini = os.path.join(d, "two.ini")
     with open(ini, "w") as f:
