@@ -1082,6 +1082,15 @@ void Decoder::stats_pass(Sink& sink) {
     if (!(scale > 0) || !std::isfinite(scale)) scale = 1.0;
     pre_.shift[b] = shift;
     pre_.scale[b] = scale;
+    // float16 holds up to 65504: a band whose normalised values go beyond would be stored as Inf. Known
+    // from the statistics' extremes (the same on every rank), before any sample is written. (Exact for
+    // the statistics' pixels; with PCA the projection's range is not bounded by them.)
+    const double reach = std::max(std::fabs(stats_.min[b] - shift), std::fabs(stats_.max[b] - shift)) / scale;
+    if (opts_.dtype == DType::f16 && opts_.pca == 0 && reach > 65504.0) {
+      throw ConfigError("--dtype float16: band " + std::to_string(kept_[b] + 1) + " reaches " + std::to_string(reach) +
+                        " after --normalize " + normalize_name(opts_.normalize) +
+                        ", beyond float16's largest value 65504 (stored as Inf): use --normalize zscore or minmax, or --dtype float32");
+    }
   }
 }
 

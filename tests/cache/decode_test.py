@@ -842,6 +842,18 @@ def check_bad_values(d, hdr, gt):
     rc, log = decode(inf_scene + ".hdr", gt, out, 2)
     check(rc == 3 and "inf.hdr" in log and "(row %d, col %d)" % (r, c) in log and "infinite" in log and not os.path.exists(out),
           "an infinite value in a labeled pixel: exit 3 naming the file and the pixel, nothing written (rc %d)" % rc, log)
+    # float16 cannot hold a band's values without normalisation (1e6 > 65504): refused, not stored as Inf
+    big = x.copy()
+    big[np.isinf(big)] = 0
+    big[r, c, 5] = 1.0e6
+    big_scene = os.path.join(d, "big")
+    write_envi(big_scene, big, 4)
+    out = os.path.join(d, "big_cache")
+    rc, log = decode(big_scene + ".hdr", gt, out, 2, ["--normalize", "none", "--dtype", "float16"])
+    check(rc == 2 and "band 6 reaches" in log and "65504" in log and not os.path.exists(out),
+          "float16 without normalisation of a value beyond 65504: refused naming the band (rc %d)" % rc, log)
+    rc, log = decode(big_scene + ".hdr", gt, out, 2, ["--normalize", "zscore", "--dtype", "float16"])
+    check(rc == 0, "... and decoded with z-score", log)
     # a negative label that is not the ignore label
     neg = labels.astype(np.int16)
     neg[r, c] = -3
