@@ -126,6 +126,13 @@ CacheReader CacheReader::open(const std::string& dir) {
   const std::uint64_t n = c.n_samples();
   const std::string backend = c.backend();
   const int nscenes = static_cast<int>(c.scenes().size());
+  // what decode always writes, checked here rather than found missing at the end of a training
+  if (nscenes == 0) throw FormatError(mpath, "scenes", "no scene (every cache is decoded from at least one)");
+  if (!m.at("patch").is_number_integer()) throw FormatError(mpath, "patch", "expected an integer");
+  const int patch = m.at("patch").get<int>();
+  if (c.layout() == Layout::pixel ? patch != 1 : patch < 1)
+    throw FormatError(mpath, "patch", std::to_string(patch) + " for layout " + layout_name(c.layout()) +
+                                          " (pixel: 1; patch and cube: a side >= 1)");
   if (backend == "npy") {
     auto check_file = [&](const std::string& name, DType dt, const std::vector<std::uint64_t>& shape) {
       const std::string p = c.dir_ + "/" + name + ".npy";

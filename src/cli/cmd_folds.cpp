@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -216,6 +217,14 @@ int run_folds(int argc, char** argv) {
     throw ConfigError("hsipipe folds: nothing to do: give --out FOLDS.json, --check FOLDS.json or --export-samples CSV");
   }
   if (vm.count("check") && vm.count("out")) throw ConfigError("hsipipe folds: --check and --out exclude each other");
+  // A cache's folder is the cache: a folds file (or an exported table) there would replace or add to it
+  for (const char* opt : {"out", "export-samples"}) {
+    if (!vm.count(opt)) continue;
+    const auto dir = std::filesystem::absolute(vm[opt].as<std::string>()).parent_path();
+    if (std::filesystem::exists(dir / "manifest.json"))
+      throw ConfigError(std::string("--") + opt + " " + vm[opt].as<std::string>() + ": " + dir.string() +
+                        " is a cache (it holds manifest.json): write the file beside it, not into it");
+  }
 
   // Validate every option before reading anything.
   folds::FoldParams p;

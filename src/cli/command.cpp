@@ -36,7 +36,12 @@ void apply_config(const std::string& path, const std::string& command, const po:
   std::ifstream in(path);
   if (!in) throw ConfigError(path + ": cannot open config file (--config)");
   po::options_description none;
-  po::parsed_options raw = po::parse_config_file(in, none, /*allow_unregistered=*/true);
+  po::parsed_options raw(&none);
+  try {
+    raw = po::parse_config_file(in, none, /*allow_unregistered=*/true);
+  } catch (const po::error& e) {  // e.g. "[decode" without its bracket: the message names no file
+    throw ConfigError(path + ": " + e.what() + " (--config)");
+  }
   po::parsed_options mine(&desc);
   const std::string own = command + ".";
   // Command-line values win, for every option: a repeatable (composing) one given on the command line

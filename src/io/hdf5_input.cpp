@@ -94,14 +94,15 @@ herr_t collect_error(unsigned n, const H5E_error2_t* e, void* data) {
   return 0;
 }
 
-/// Throws H5Error carrying the call, the file and HDF5's own error stack when `ret` is negative.
+/// Throws FormatError (exit 3: the input file is damaged or not what it claims, e.g. truncated, a corrupt
+/// gzip chunk) naming the file and the HDF5 call, with HDF5's own error stack, when `ret` is negative.
 template <class R>
 R check_h5(R ret, const char* call, const std::string& file) {
   if (ret >= 0) return ret;
   std::string stack;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &stack);
   H5Eclear2(H5E_DEFAULT);
-  throw H5Error(file + ": " + call + " failed" + (stack.empty() ? "" : " (HDF5: " + stack + ")"));
+  throw FormatError(file, call, std::string("failed") + (stack.empty() ? "" : " (HDF5: " + stack + ")"));
 }
 
 H5Handle make(hid_t id, H5Handle::Closer close, const char* call, const std::string& file) {
