@@ -78,7 +78,8 @@ hsipipe_once() { "$HSIPIPE_EXE_PATH" "$@"; }
 hsipipe_stage_cache() {
   local key
   key=$(printf '%s' "$(realpath -m "$HSIPIPE_CACHE")" | cksum | cut -d' ' -f1)
-  HSIPIPE_LOCAL_CACHE="$(hsipipe_local_root)/hsipipe-stage/${USER:-$(id -un)}/$HSIPIPE_RUN_NAME-$key/cache"
+  # (the user in the top folder's name: a shared hsipipe-stage/ made by one user would refuse the others)
+  HSIPIPE_LOCAL_CACHE="$(hsipipe_local_root)/hsipipe-stage-${USER:-$(id -un)}/$HSIPIPE_RUN_NAME-$key/cache"
   mkdir -p "$(dirname "$HSIPIPE_LOCAL_CACHE")"
   if [[ ${SLURM_JOB_NUM_NODES:-1} -gt 1 ]]; then
     srun --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --mpi=none \

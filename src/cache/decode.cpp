@@ -693,13 +693,12 @@ bool Decoder::owns_stats_row(int s, std::size_t r) const {
 
 bool Decoder::is_item(int s, std::size_t r, std::size_t c, const float* px) const {
   const auto& st = sc_[static_cast<std::size_t>(s)];
-  if (st.labels && opts_.stats_over == StatsOver::labeled) {
-    if (st.labels->at(r, c) == opts_.ignore_label) return false;
-    if (std::isnan(px[0]))
-      throw FormatError(st.input.scene.str(), "pixel", "labeled pixel (row " + std::to_string(r) + ", col " +
-                                                           std::to_string(c) + ") is nodata, NaN or infinite in the scene");
-    return true;
-  }
+  const bool labeled = st.labels && st.labels->at(r, c) != opts_.ignore_label;
+  // a sample must be valid data, whatever the statistics are taken over (its values would be stored as 0)
+  if (labeled && std::isnan(px[0]))
+    throw FormatError(st.input.scene.str(), "pixel", "labeled pixel (row " + std::to_string(r) + ", col " +
+                                                         std::to_string(c) + ") is nodata, NaN or infinite in the scene");
+  if (st.labels && opts_.stats_over == StatsOver::labeled) return labeled;
   return !std::isnan(px[0]);
 }
 
@@ -1086,10 +1085,11 @@ void Decoder::stats_pass(Sink& sink) {
     // from the statistics' extremes (the same on every rank), before any sample is written. (Exact for
     // the statistics' pixels; with PCA the projection's range is not bounded by them.)
     const double reach = std::max(std::fabs(stats_.min[b] - shift), std::fabs(stats_.max[b] - shift)) / scale;
-    if (opts_.dtype == DType::f16 && opts_.pca == 0 && reach > 65504.0) {
+    if (opts_.dtype == DType::f16 && opts_.pca == 0 && reach >= 65520.0) {  // rounds to Inf from 65520 on
       throw ConfigError("--dtype float16: band " + std::to_string(kept_[b] + 1) + " reaches " + std::to_string(reach) +
                         " after --normalize " + normalize_name(opts_.normalize) +
-                        ", beyond float16's largest value 65504 (stored as Inf): use --normalize zscore or minmax, or --dtype float32");
+                        ", beyond float16's largest value 65504 (stored as Inf): use --dtype float32" +
+                        (opts_.normalize == Normalize::none ? ", or --normalize zscore or minmax" : ""));
     }
   }
 }

@@ -289,7 +289,11 @@ void store_values(const float* in, std::size_t n, DType dt, void* out) {
   if (dt == DType::f32) {
     std::memcpy(out, in, n * sizeof(float));
   } else if (dt == DType::f16) {
-    floats_to_halves(in, static_cast<std::uint16_t*>(out), n);
+    // decode checks the statistics' pixels before writing; this catches the rest (unlabeled pixels of a
+    // patch or the cube, a PCA projection)
+    if (!floats_to_halves(in, static_cast<std::uint16_t*>(out), n))
+      throw ConfigError("--dtype float16: a normalised value from 65520 on in magnitude, which float16 stores as Inf: "
+                        "use --dtype float32, or normalise (--normalize zscore or minmax)");
   } else {
     throw ConfigError("--dtype: the cache stores float32 or float16, not " + std::string(dtype_name(dt)));
   }

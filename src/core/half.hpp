@@ -55,7 +55,8 @@ inline float half_to_float(std::uint16_t h) noexcept {
   return std::bit_cast<float>(x);
 }
 
-void floats_to_halves(const float* in, std::uint16_t* out, std::size_t n) noexcept;
+/// Converts n floats; false when a result is Inf or NaN (a value from 65520 on in magnitude, Inf, NaN).
+bool floats_to_halves(const float* in, std::uint16_t* out, std::size_t n) noexcept;
 void halves_to_floats(const std::uint16_t* in, float* out, std::size_t n) noexcept;
 
 }  // namespace hsipipe

@@ -41,7 +41,7 @@ namespace hsipipe::train {
 
 namespace {
 
-// ---------------------------------------------------------------- signals (async-signal-safe)
+// ---------------------------------------------------------------- failures of one rank
 /// Runs fn. A failure on this rank alone (a libtorch error, a loader error) while the other ranks may be
 /// waiting in a collective of the step it will not reach ends the whole job, message first, instead of
 /// leaving them (and MPI_Finalize) hanging. On one rank the error propagates as usual.
@@ -64,6 +64,7 @@ void abort_on_local_error(const dist::Comm& world, F&& fn) {
   world.abort_job(code);
 }
 
+// ---------------------------------------------------------------- signals (async-signal-safe)
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void hsipipe_on_preempt(int sig) { g_stop_signal = sig; }
 
@@ -188,7 +189,8 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
     if (folds.n_samples != cache->n_samples()) {
       throw StaleError("folds file " + opt.folds + " was made for a cache of " + std::to_string(folds.n_samples) +
                        " samples, but cache " + opt.cache + " has " + std::to_string(cache->n_samples()) +
-                       " (data_checksum " + folds.data_checksum + " vs " + cache->data_checksum() + "): make the folds again with hsipipe folds");
+                       (folds.data_checksum.empty() ? std::string() : " (data_checksum " + folds.data_checksum + " vs " + cache->data_checksum() + ")") +
+                       ": make the folds again with hsipipe folds");
     }
     std::vector<folds::SceneSize> sizes;
     for (const auto& s : table.scenes) sizes.push_back({s.rows, s.cols});
@@ -626,7 +628,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
       }
       fold_train_s += now_s() - t_epoch0;
     }
-    if (start_epoch >= opt.epochs) last_val = validate();  // resumed after the last epoch
+    if (start_epoch >= opt.epochs) abort_on_local_error(world, [&] { last_val = validate(); });  // resumed after the last epoch
 
     // ---------------------------------------------------------- results (rank 0)
     collective_step(world, "writing fold results", [&] {

@@ -842,6 +842,9 @@ def check_bad_values(d, hdr, gt):
     rc, log = decode(inf_scene + ".hdr", gt, out, 2)
     check(rc == 3 and "inf.hdr" in log and "(row %d, col %d)" % (r, c) in log and "infinite" in log and not os.path.exists(out),
           "an infinite value in a labeled pixel: exit 3 naming the file and the pixel, nothing written (rc %d)" % rc, log)
+    rc, log = decode(inf_scene + ".hdr", gt, out, 2, ["--stats-over", "all-pixels"])
+    check(rc == 3 and "(row %d, col %d)" % (r, c) in log and not os.path.exists(out),
+          "... also with --stats-over all-pixels (rc %d)" % rc, log)
     # float16 cannot hold a band's values without normalisation (1e6 > 65504): refused, not stored as Inf
     big = x.copy()
     big[np.isinf(big)] = 0
@@ -854,6 +857,16 @@ def check_bad_values(d, hdr, gt):
           "float16 without normalisation of a value beyond 65504: refused naming the band (rc %d)" % rc, log)
     rc, log = decode(big_scene + ".hdr", gt, out, 2, ["--normalize", "zscore", "--dtype", "float16"])
     check(rc == 0, "... and decoded with z-score", log)
+    # the same beyond 65504 in an unlabeled pixel, which the statistics do not see but the cube stores
+    r2, c2 = map(int, np.argwhere(labels == 0)[0])
+    big2 = x.copy()
+    big2[np.isinf(big2)] = 0
+    big2[r2, c2, 5] = 1.0e6
+    write_envi(big_scene + "2", big2, 4)
+    out = os.path.join(d, "big2_cache")
+    rc, log = decode(big_scene + "2.hdr", gt, out, 2, ["--normalize", "none", "--dtype", "float16", "--layout", "cube"])
+    check(rc == 2 and "65520" in log and not os.path.exists(out),
+          "float16 cube with an unlabeled value beyond 65504: refused in the write pass, nothing left (rc %d)" % rc, log)
     # a negative label that is not the ignore label
     neg = labels.astype(np.int16)
     neg[r, c] = -3

@@ -126,9 +126,12 @@ TEST_CASE("Preprocessor: (x - shift) / scale in float64, then PCA projection") {
   p.components = {0.6, 0.8};
   p.apply(in, out);
   CHECK(out[0] == Approx(0.6 * 1.0 + 0.8 * 1.5));
-  float nan_in[2] = {NAN, NAN};
+  float nan_in[2] = {NAN, NAN};  // an invalid pixel (inside a patch or the cube): stored as 0
   p.apply(nan_in, out);
-  CHECK(std::isnan(out[0]));
+  CHECK(out[0] == 0.0f);
+  p.pca_k = 0;
+  p.apply(nan_in, out);
+  CHECK((out[0] == 0.0f && out[1] == 0.0f));
 }
 
 TEST_CASE("store_values: float16 is numpy's round-to-nearest-even") {

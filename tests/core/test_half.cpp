@@ -45,10 +45,24 @@ TEST_CASE("batch conversions (F16C where the CPU has it) equal the scalar refere
                           0xff800000u, 0x7fc00001u, 0x7f800001u, 0x80000000u})
     in.push_back(std::bit_cast<float>(x));
   std::vector<std::uint16_t> h(in.size());
-  hsipipe::floats_to_halves(in.data(), h.data(), in.size());
+  CHECK(!hsipipe::floats_to_halves(in.data(), h.data(), in.size()));  // the set holds Inf and NaN
   std::size_t mismatches = 0;
   for (std::size_t i = 0; i < in.size(); ++i) mismatches += h[i] != float_to_half(in[i]);
   REQUIRE(mismatches == 0);
+  // false exactly when a result is Inf or NaN: 65519.99 rounds to 65504, 65520 to Inf; in the 8-wide loop
+  // and in its tail
+  for (const std::size_t n : {std::size_t{3}, std::size_t{17}}) {
+    for (const std::size_t at : {std::size_t{0}, n - 1}) {
+      std::vector<float> v(n, 1.0f);
+      std::vector<std::uint16_t> o(n);
+      v[at] = -65519.99f;
+      CHECK(hsipipe::floats_to_halves(v.data(), o.data(), n));
+      v[at] = 65520.0f;
+      CHECK(!hsipipe::floats_to_halves(v.data(), o.data(), n));
+      v[at] = std::numeric_limits<float>::quiet_NaN();
+      CHECK(!hsipipe::floats_to_halves(v.data(), o.data(), n));
+    }
+  }
 
   // Every half value except signalling NaNs (exponent 31, mantissa non-zero, quiet bit 0x200 clear).
   std::vector<std::uint16_t> all;

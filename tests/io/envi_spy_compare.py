@@ -97,8 +97,8 @@ def expected_from_spy(hdr_path, data_path):
             bad |= np.any(native == t.type(ig), axis=2)
         elif ig == np.floor(ig) and np.iinfo(t).min <= ig <= np.iinfo(t).max:
             bad |= np.any(native == t.type(int(ig)), axis=2)
-    if native.dtype.kind == "f":
-        bad |= np.any(np.isnan(native), axis=2)
+    if native.dtype.kind == "f":  # NaN or +-Inf in float32 (a float64 beyond its range too): an invalid pixel
+        bad |= np.any(~np.isfinite(f32), axis=2)
     exp = f32.copy()
     exp[bad] = np.nan
     return exp, img

@@ -81,7 +81,7 @@ wait_done() {  # wait_done SECONDS JOBID...
 # The node-local copy jobs/lib.sh stages: under the user and a hash of the shared cache's path.
 stage_dir() {
   local u=${USER:-$(id -un)}
-  echo "$W/local/hsipipe-stage/$u/chain-$(printf '%s' "$(realpath -m "$OUT/cache")" | cksum | cut -d' ' -f1)/cache"
+  echo "$W/local/hsipipe-stage-$u/chain-$(printf '%s' "$(realpath -m "$OUT/cache")" | cksum | cut -d' ' -f1)/cache"
 }
 show_logs() { for f in "$LOGS"/*; do echo "===== $f"; cat "$f"; done; }
 trap 'rc=$?; if ((rc != 0 && rc != 77)); then show_logs; fi' EXIT
