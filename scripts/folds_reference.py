@@ -336,6 +336,10 @@ def make_folds(t, k, seed, strategy, block=0, buffer=-1):
     elif strategy == "spatial":
         fold, params = spatial(t, k, seed, block, buffer)
         excluded = exclusions(t, fold, k, params["buffer"], where)
+        for f in range(k):  # a fold whose training set the buffer empties is refused (FOLDS.md section 0)
+            n_train = sum(1 for g in fold if g >= 0 and g != f) - len(excluded[f])
+            if n_train == 0:
+                raise SystemExit(f"buffer {params['buffer']}: fold {f} keeps no training sample")
     else:
         raise SystemExit(f"unknown strategy {strategy!r}")
     classes = classes_of(t)

@@ -375,6 +375,17 @@ void Decoder::validate_options() {
   std::set<std::string> names;
   for (const auto& s : opts_.scenes)
     if (!names.insert(s.name).second) throw ConfigError("decode: scene name '" + s.name + "' is used twice");
+  // One scene given twice would make each of its pixels two samples: in training and validation at once
+  std::map<std::string, std::string> seen;  // path[:variable], absolute for a local file -> scene name
+  for (const auto& s : opts_.scenes) {
+    std::string key = s.scene.path;
+    if (key.find("://") == std::string::npos && key.rfind("/vsi", 0) != 0)
+      key = std::filesystem::weakly_canonical(std::filesystem::absolute(key)).string();
+    key += ":" + s.scene.variable;
+    if (const auto [it, fresh] = seen.emplace(key, s.name); !fresh)
+      throw ConfigError("decode: scenes '" + it->second + "' and '" + s.name + "' are the same data (" + s.scene.str() +
+                        "): its pixels would be samples twice, in training and validation at once");
+  }
   p_ = std::max(1, opts_.patch);
   h_ = opts_.layout == Layout::patch ? p_ / 2 : 0;
 }

@@ -85,9 +85,10 @@ NpyHeader read_npy_header(const std::string& path) {
   for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator(); ++it)
     h.shape.push_back(std::stoull(it->str()));
   const auto st = fs::stat_file(path);
-  if (st.size < h.data_offset + h.data_bytes()) {
+  if (st.size != h.data_offset + h.data_bytes()) {
     throw StaleError(path + ": file is " + std::to_string(st.size) + " bytes but its header promises " +
-                     std::to_string(h.data_offset + h.data_bytes()) + " (truncated or still being written)");
+                     std::to_string(h.data_offset + h.data_bytes()) +
+                     (st.size < h.data_offset + h.data_bytes() ? " (truncated or still being written)" : " (bytes after the array)"));
   }
   return h;
 }

@@ -412,6 +412,15 @@ Folds make_folds(const SampleTableView& t, const FoldParams& p) {
   if (p.strategy == Strategy::spatial) {
     out.buffer = p.buffer >= 0 ? p.buffer : t.patch / 2;
     compute_exclusions(t, out, out.buffer);
+    std::vector<std::uint64_t> val(static_cast<std::size_t>(p.k), 0);
+    for (const auto g : out.fold)
+      if (g >= 0) ++val[static_cast<std::size_t>(g)];
+    for (int f = 0; f < p.k; ++f) {
+      const auto fs = static_cast<std::size_t>(f);
+      if (participants - val[fs] == out.excluded[fs].size())
+        throw ConfigError("--buffer " + std::to_string(out.buffer) + ": fold " + std::to_string(f) +
+                          " keeps no training sample (the buffer excludes every one): a smaller --buffer, or a larger --block");
+    }
   } else {
     out.excluded.assign(static_cast<std::size_t>(p.k), {});
   }

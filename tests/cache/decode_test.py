@@ -893,11 +893,21 @@ def check_bad_values(d, hdr, gt):
         f.write("[scene.a]\npath = %s\n[scene.a]\npath = %s\n" % (hdr, hdr))
     rc, log = run(["decode", "--config", ini, "--out", out, "--no-progress"], ranks=1)
     check(rc == 2 and "[scene.a] gives 'path' more than once" in log, "a scene section given twice: refused (rc %d)" % rc, log)
+    # one scene given twice: each pixel would be two samples
+    rc, log = run(["decode", "--scene", hdr, "--scene", hdr, "--labels", gt, "--labels", gt, "--out", out, "--no-progress"], ranks=1)
+    check(rc == 2 and "the same data" in log and not os.path.exists(out), "a scene given twice: refused (rc %d)" % rc, log)
     # a manifest without its statistics: verify names the field
     good = os.path.join(d, "good_cache")
     rc, log = decode(hdr, gt, good, 1, ["--backend", "npy"])
     check(rc == 0, "decode for the manifest check", log)
     if rc == 0:
+        trailing = os.path.join(d, "trailing_cache")
+        shutil.copytree(good, trailing)
+        with open(os.path.join(trailing, "samples.npy"), "ab") as f:
+            f.write(b"\0" * 8)
+        rc, log = run(["verify", trailing], ranks=0)
+        check(rc == 5 and "bytes after the array" in log and "samples.npy" in log,
+              "verify of a samples.npy with bytes after its array: refused naming the file (rc %d)" % rc, log)
         mp = os.path.join(good, "manifest.json")
         m = manifest(good)
         del m["statistics"]

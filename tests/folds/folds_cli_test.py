@@ -113,6 +113,7 @@ def synthetic():
             (["--strategy", "stratified", "--block", "8"], 2, "--block"),
             (["--strategy", "spatial", "--block", "1000"], 2, "non-empty blocks"),
             (["--k", "100000"], 2, "labeled samples"),
+            (["--strategy", "spatial", "--buffer", "1000"], 2, "keeps no training sample"),
         ):
             rc, text = run([BIN, "folds", "--samples", csv, "--out", out] + args, expect=None)
             check(rc == code and needle in text and not os.path.exists(out),
