@@ -1,5 +1,6 @@
 #include "cli/command.hpp"
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -30,6 +31,22 @@ std::vector<std::string> split_list(const std::string& s, char sep) {
 }
 
 namespace {
+
+/// Boost reads "-1" into an unsigned option as its largest value (lexical_cast wraps around): refused
+/// here for every unsigned option, from the command line or a config file, naming it.
+void refuse_negative_unsigned(const po::parsed_options& parsed, const po::options_description& desc,
+                              const std::string& where) {
+  for (const auto& o : parsed.options) {
+    const auto* d = desc.find_nothrow(o.string_key, false);
+    if (!d) continue;
+    const auto* sem = d->semantic().get();
+    const bool is_unsigned = dynamic_cast<const po::typed_value<std::uint64_t>*>(sem) ||
+                             dynamic_cast<const po::typed_value<std::uint32_t>*>(sem);
+    for (const auto& v : o.value)
+      if (is_unsigned && v.find('-') != std::string::npos)
+        throw ConfigError(where + "--" + o.string_key + ": expected a number >= 0, got '" + v + "'");
+  }
+}
 
 void apply_config(const std::string& path, const std::string& command, const po::options_description& desc,
                   Parsed& out) {
@@ -80,6 +97,7 @@ void apply_config(const std::string& path, const std::string& command, const po:
     }
     (void)section;  // sections of other commands are ignored by design
   }
+  refuse_negative_unsigned(mine, desc, path + ": ");
   try {
     po::store(mine, out.vm);
   } catch (const po::error& e) {
@@ -102,7 +120,9 @@ Parsed parse(int argc, char** argv, const std::string& command, const std::strin
     // argv[0] is the command name; Boost skips argv[0] itself, like main()'s program name.
     auto parser = po::command_line_parser(argc, argv).options(all);
     if (positional) parser.positional(*positional);
-    po::store(parser.run(), out.vm);
+    const po::parsed_options parsed = parser.run();
+    refuse_negative_unsigned(parsed, all, "");
+    po::store(parsed, out.vm);
   } catch (const po::error& e) {
     throw ConfigError("hsipipe " + command + ": " + e.what() + " (see hsipipe " + command + " --help)");
   }

@@ -893,6 +893,10 @@ def check_bad_values(d, hdr, gt):
         f.write("[scene.a]\npath = %s\n[scene.a]\npath = %s\n" % (hdr, hdr))
     rc, log = run(["decode", "--config", ini, "--out", out, "--no-progress"], ranks=1)
     check(rc == 2 and "[scene.a] gives 'path' more than once" in log, "a scene section given twice: refused (rc %d)" % rc, log)
+    # a negative value for an unsigned option (Boost would read -1 as 2^64 - 1)
+    rc, log = decode(hdr, gt, out, 1, ["--memory-mb", "-1"])
+    check(rc == 2 and "--memory-mb: expected a number >= 0" in log and not os.path.exists(out),
+          "--memory-mb -1: refused (rc %d)" % rc, log)
     # one scene given twice: each pixel would be two samples
     rc, log = run(["decode", "--scene", hdr, "--scene", hdr, "--labels", gt, "--labels", gt, "--out", out, "--no-progress"], ranks=1)
     check(rc == 2 and "the same data" in log and not os.path.exists(out), "a scene given twice: refused (rc %d)" % rc, log)
