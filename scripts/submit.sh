@@ -143,8 +143,10 @@ for s in "${stage_list[@]}"; do
       submit folds folds.sbatch --time="$HSIPIPE_TIME_FOLDS" --output="$out/logs/%x-%j.out"
       ;;
     train)
-      if [[ -n $folds_list && $dry == 0 ]]; then
-        for f in ${folds_list//,/ }; do rm -rf "$out/run/fold-$f"; done
+      if [[ -n $folds_list ]]; then  # rerun those folds from scratch (the dry run prints the commands)
+        for f in ${folds_list//,/ }; do
+          if [[ $dry == 0 ]]; then rm -rf "$out/run/fold-$f"; else echo "rm -rf $(printf '%q' "$out/run/fold-$f")"; fi
+        done
       fi
       submit train train.sbatch --array="$array" "${train_opts[@]}" --time="$HSIPIPE_TIME_TRAIN" \
         --output="$out/logs/%x-%A_%a.out"
@@ -166,10 +168,12 @@ if [[ $dry == 0 ]]; then
     echo "HSIPIPE_OUT=$out"
   } >"$out/jobs.env.tmp" && mv "$out/jobs.env.tmp" "$out/jobs.env"
 fi
-echo "results $out"
-echo "  cache   $out/cache"
-echo "  folds   $out/folds.json"
-[[ ,$stages, == *,train,* ]] && echo "  fold-I  $out/run/fold-I/ (I in $array)"
-[[ ,$stages, == *,report,* ]] && echo "  summary $out/run/summary.json, summary.md"
-[[ ,$stages, == *,train_all,* ]] && echo "  summary $out/run-all/summary.json (train_all)"
-echo "logs    $out/logs"
+c=""
+[[ $dry == 0 ]] || c="# "  # the dry run's output is a script: the summary as comments
+echo "${c}results $out"
+echo "${c}  cache   $out/cache"
+echo "${c}  folds   $out/folds.json"
+[[ ,$stages, != *,train,* ]] || echo "${c}  fold-I  $out/run/fold-I/ (I in $array)"
+[[ ,$stages, != *,report,* ]] || echo "${c}  summary $out/run/summary.json, summary.md"
+[[ ,$stages, != *,train_all,* ]] || echo "${c}  summary $out/run-all/summary.json (train_all)"
+echo "${c}logs    $out/logs"
