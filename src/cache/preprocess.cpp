@@ -52,7 +52,10 @@ std::vector<int> parse_band_list(const std::string& text, int nbands) {
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \t") + 1);
     pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
-    if (item.empty()) continue;
+    if (item.empty()) {
+      if (text.find_first_not_of(" \t") == std::string::npos) continue;  // no list at all: nothing dropped
+      throw ConfigError("--drop-bands: an empty entry in '" + text + "' (a doubled or trailing comma?)");
+    }
     const auto dash = item.find('-');
     long a, b;
     if (dash == std::string::npos) {

@@ -18,6 +18,9 @@ TEST_CASE("parse_band_list: 1-based ranges, errors name --drop-bands") {
   CHECK(parse_band_list("108-112,154-167,224", 224).size() == 5 + 14 + 1);
   CHECK(parse_band_list("3, 1-2 ,2", 5) == std::vector<int>{0, 1, 2});
   CHECK(parse_band_list("", 5).empty());
+  CHECK(parse_band_list("  ", 5).empty());
+  CHECK_THROWS_WITH(parse_band_list("1,,2", 5), Catch::Contains("--drop-bands: an empty entry"));
+  CHECK_THROWS_WITH(parse_band_list("1,2,", 5), Catch::Contains("--drop-bands: an empty entry"));
   CHECK(kept_bands(parse_band_list("2-4", 5), 5) == std::vector<int>{0, 4});
   CHECK_THROWS_AS(parse_band_list("0", 5), ConfigError);
   CHECK_THROWS_WITH(parse_band_list("4-9", 5), Catch::Contains("out of range") && Catch::Contains("--drop-bands"));
