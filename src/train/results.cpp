@@ -381,48 +381,79 @@ json summarize_run(const std::string& run_dir, const std::vector<int>& expect_fo
   std::error_code ec;
   if (!stdfs::is_directory(run_dir, ec)) throw IoError(run_dir, "not a directory (RUN_DIR of hsipipe train --out)");
   std::map<int, FoldFile> folds;
+  std::map<int, stdfs::path> unfinished;  // requested fold-K/ without metrics.json (failed or still running)
+  std::map<int, stdfs::path> others;      // metrics.json of folds not requested (read only for the fold count)
+  const auto requested = [&](int k) {
+    return expect_folds.empty() || std::find(expect_folds.begin(), expect_folds.end(), k) != expect_folds.end();
+  };
   for (const auto& e : stdfs::directory_iterator(run_dir)) {
     const std::string name = e.path().filename().string();
     if (!e.is_directory() || name.rfind("fold-", 0) != 0) continue;
     const std::string num = name.substr(5);
-    if (num.empty() || !std::all_of(num.begin(), num.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) continue;
+    if (num.empty() || num.size() > 9 ||
+        !std::all_of(num.begin(), num.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+      continue;
     const int k = std::stoi(num);
-    if (!expect_folds.empty() && std::find(expect_folds.begin(), expect_folds.end(), k) == expect_folds.end()) continue;
     const auto file = e.path() / "metrics.json";
-    if (!stdfs::exists(file))
-      throw IoError(file.string(), "missing: fold " + std::to_string(k) +
-                                       " has no metrics.json (its training task did not finish; rerun hsipipe train --fold " +
-                                       std::to_string(k) + ")");
-    folds.emplace(k, read_fold(file, k));
+    const bool done = stdfs::exists(file);
+    if (!requested(k)) {
+      if (done) others.emplace(k, file);
+    } else if (done) {
+      folds.emplace(k, read_fold(file, k));
+    } else {
+      unfinished.emplace(k, file);
+    }
   }
-  if (folds.empty())
+  // Every requested result must come from the same run (same cache, folds file, k and model).
+  if (!folds.empty()) {
+    const FoldFile& ref = folds.begin()->second;
+    for (const auto& [k, f] : folds) {
+      auto differ = [&](const char* field, const std::string& a, const std::string& b) {
+        if (a != b)
+          throw StaleError(f.file + ": field '" + field + "' is '" + b + "' but " + ref.file + " has '" + a +
+                           "': folds from different runs cannot be summarised together");
+      };
+      differ("run.cache_checksum", ref.run.cache_checksum, f.run.cache_checksum);
+      differ("run.folds_fingerprint", ref.run.folds_fingerprint, f.run.folds_fingerprint);
+      differ("run.n_folds", std::to_string(ref.run.n_folds), std::to_string(f.run.n_folds));
+      const auto model = [](const RunInfo& r) {
+        return r.config.is_object() && r.config.contains("model") ? r.config["model"].dump() : std::string("null");
+      };
+      differ("run.config.model", model(ref.run), model(f.run));
+      if (f.metrics.label_values != ref.metrics.label_values)
+        throw StaleError(f.file + ": field 'metrics.label_values' differs from " + ref.file);
+    }
+  }
+  // The fold count comes from the results themselves (the requested ones agree, checked above), so a
+  // requested fold the run cannot have is named as such, not as a fold whose training is missing.
+  int n_folds = -1;
+  if (!folds.empty())
+    n_folds = folds.begin()->second.run.n_folds;
+  else if (!others.empty())
+    n_folds = read_fold(others.begin()->second, others.begin()->first).run.n_folds;
+  else
     throw IoError(run_dir, "no fold-*/metrics.json found (nothing to summarise)");
-  const FoldFile& ref = folds.begin()->second;
-  for (const auto& [k, f] : folds) {
-    auto differ = [&](const char* field, const std::string& a, const std::string& b) {
-      if (a != b)
-        throw StaleError(f.file + ": field '" + field + "' is '" + b + "' but " + ref.file + " has '" + a +
-                         "': folds from different runs cannot be summarised together");
-    };
-    differ("run.cache_checksum", ref.run.cache_checksum, f.run.cache_checksum);
-    differ("run.folds_fingerprint", ref.run.folds_fingerprint, f.run.folds_fingerprint);
-    differ("run.n_folds", std::to_string(ref.run.n_folds), std::to_string(f.run.n_folds));
-    const auto model = [](const RunInfo& r) {
-      return r.config.is_object() && r.config.contains("model") ? r.config["model"].dump() : std::string("null");
-    };
-    differ("run.config.model", model(ref.run), model(f.run));
-    if (f.metrics.label_values != ref.metrics.label_values)
-      throw StaleError(f.file + ": field 'metrics.label_values' differs from " + ref.file);
-  }
+  for (int k : expect_folds)
+    if (k >= n_folds)
+      throw ConfigError("--folds: fold " + std::to_string(k) + " is out of range: the run in " + run_dir + " has " +
+                        std::to_string(n_folds) + " folds (0-" + std::to_string(n_folds - 1) + ")");
   std::vector<int> want = expect_folds;
   if (want.empty())
-    for (int k = 0; k < ref.run.n_folds; ++k) want.push_back(k);
+    for (int k = 0; k < n_folds; ++k) want.push_back(k);
   for (int k : want)
-    if (!folds.count(k))
+    if (!folds.count(k)) {
+      const auto u = unfinished.find(k);
+      if (u != unfinished.end())
+        throw IoError(u->second.string(), "missing: fold " + std::to_string(k) +
+                                              " has no metrics.json (its training task did not finish; "
+                                              "rerun hsipipe train --fold " +
+                                              std::to_string(k) + ")");
       throw IoError((stdfs::path(run_dir) / ("fold-" + std::to_string(k)) / "metrics.json").string(),
-                    "missing: fold " + std::to_string(k) + " of " + std::to_string(ref.run.n_folds) +
+                    "missing: fold " + std::to_string(k) + " of " + std::to_string(n_folds) +
                         " has no results (run hsipipe train --fold " + std::to_string(k) + ")");
+    }
 
+  const FoldFile& ref = folds.begin()->second;
   json s;
   json rows = json::array();
   std::vector<double> oa, aa, kappa;

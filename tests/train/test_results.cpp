@@ -189,3 +189,23 @@ TEST_CASE("summary refuses missing folds and folds of other runs", "[results]") 
   CHECK_THROWS_AS(summarize_run(run), FormatError);
   CHECK_THROWS_AS(summarize_run(tmp.str("nothing-here")), IoError);
 }
+
+TEST_CASE("summary: a requested fold the run cannot have, and an unfinished fold", "[results]") {
+  test::TempDir tmp("summary-range");
+  const std::string run = tmp.str("run");
+  write_fold_results(run, run_info(), fold_result(0, 8), kScenes);  // run_info: k = 3
+  write_fold_results(run, run_info(), fold_result(1, 9), kScenes);
+  // --folds 5 of a 3-fold run: out of range (a ConfigError naming the count), not "fold 5 missing".
+  CHECK_THROWS_AS(summarize_run(run, {5}), ConfigError);
+  CHECK_THROWS_WITH(summarize_run(run, {0, 5}),
+                    Catch::Contains("--folds: fold 5 is out of range") && Catch::Contains("has 3 folds (0-2)"));
+  // The count is known from an unrequested fold's results too.
+  CHECK_THROWS_WITH(summarize_run(run, {3}), Catch::Contains("out of range"));
+  // A fold-2/ left by a training task that failed: missing, naming its metrics.json.
+  stdfs::create_directories(run + "/fold-2");
+  CHECK_THROWS_WITH(summarize_run(run), Catch::Contains("fold-2/metrics.json") && Catch::Contains("did not finish"));
+  CHECK_THROWS_WITH(summarize_run(run, {2}), Catch::Contains("did not finish"));
+  // Folds not requested do not matter, even unfinished ones.
+  CHECK(summarize_run(run, {0, 1})["folds_summarised"] == 2);
+  CHECK_FALSE(stdfs::exists(run + "/fold-5"));
+}
