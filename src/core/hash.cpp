@@ -100,11 +100,15 @@ std::vector<std::uint64_t> xxh3_file_chunks(const std::string& path, std::uint64
   if (static_cast<std::uint64_t>(st.st_size) < last)
     throw IoError(path, "read (unexpected end of file: " + std::to_string(st.st_size) + " bytes, " +
                             std::to_string(file_bytes) + " expected)", EIO);
-  // Chunks are hashed where they lie in the page cache, mapped: no copy into a buffer. The benchmark's
-  // 448 MiB scene, from the page cache, on one thread: 0.14-0.18 s through a 256 KiB buffer, 0.08 s mapped
-  // (2 Dec 2026). A file that cannot be mapped, or HSIPIPE_HASH_PREAD=1 (tests), is read.
-  const char* force = std::getenv("HSIPIPE_HASH_PREAD");
-  const bool try_map = !(force && *force && std::strcmp(force, "0") != 0);
+  // Chunks are read through a buffer that stays in L2 (the copy out of the page cache and the hash are one
+  // pass over memory), or with HSIPIPE_HASH_PREAD=0 hashed where they lie in the page cache, mapped (a
+  // file that cannot be mapped is read). The benchmark's 448 MiB scene, from the page cache, one thread:
+  // on one VM 0.14-0.18 s through the buffer, 0.08 s mapped; on a later one (a PVM guest, where mapping
+  // page-cache pages costs a trip to the host per page-table update) the mapping's page faults alone took
+  // 0.19 s, and the benchmark's 1-rank npy decode went from 1.17 to 1.00 s (min of 6 ABBA pairs) with the
+  // buffer (2 Dec 2026): the buffer is the default, as for the ENVI reader.
+  const char* pread_env = std::getenv("HSIPIPE_HASH_PREAD");
+  const bool try_map = pread_env && std::strcmp(pread_env, "0") == 0;
   std::vector<char> buf;
   for (std::uint64_t c = c0; c < c1; ++c) {
     const std::uint64_t begin = c * kHashChunkBytes, end = std::min(file_bytes, begin + kHashChunkBytes);

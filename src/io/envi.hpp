@@ -6,10 +6,10 @@
 // the matching '}' and may span lines; lines starting with ';' are comments. Every malformed or
 // inconsistent header is a FormatError naming the file and the field.
 //
-// Decoding: the data file is memory-mapped read-only (MAP_SHARED) once; read_rows(r0, r1) touches only
-// the pages holding rows [r0, r1) (BSQ: one run per band plane) and converts, byte-swaps and
-// de-interleaves them into float32 BIP. read_rows is const and thread-safe. When mmap is not possible
-// (some network file systems), or when HSIPIPE_ENVI_PREAD=1, it reads exactly the needed byte ranges with pread.
+// Decoding: read_rows(r0, r1) reads exactly the byte ranges holding rows [r0, r1) (BSQ: one run per band
+// plane) with pread, in pieces that stay in L2, and converts, byte-swaps and de-interleaves them into
+// float32 BIP. read_rows is const and thread-safe. With HSIPIPE_ENVI_PREAD=0 the data file is memory-mapped
+// read-only (MAP_SHARED) once instead and decoded in place (envi_scene.cpp says why pread is the default).
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -59,10 +59,15 @@ class EnviScene final : public Scene {
                         "data file size disagrees with header " + files_.header + ": " + dims + ", the file has " +
                             human_bytes(size) + " (" + std::to_string(size - expect) + " extra)");
     }
-    // Access: mapped (the decode kernels read the page cache in place, no copy); HSIPIPE_ENVI_PREAD=1
-    // forces pread into a scratch buffer (tests exercise both; some file systems want it).
-    const char* force_pread = std::getenv("HSIPIPE_ENVI_PREAD");
-    const bool use_map = !(force_pread && *force_pread && std::strcmp(force_pread, "0") != 0);
+    // Access: pread into a scratch buffer that stays in L2 (read_rows), or HSIPIPE_ENVI_PREAD=0 mapped, the
+    // decode kernels reading the page cache in place (tests exercise both). pread is the default because a
+    // mapping's cost is the hypervisor's: touching a 448 MiB scene's page-cache pages through a mapping took
+    // 0.19 s on one development VM (a PVM guest, every page-table update a trip to the host; populated in
+    // one madvise call, 0.18 s) against 0.03 s for pread into a 512 KiB buffer, and the benchmark's reader
+    // (`hsipipe info --decode-all`, 1 thread) 0.29-0.37 s mapped against 0.11 s with pread; on an earlier
+    // VM the mapping was at most a few tens of ms ahead (the copy at memory speed). 2 Dec 2026.
+    const char* pread_env = std::getenv("HSIPIPE_ENVI_PREAD");
+    const bool use_map = pread_env && std::strcmp(pread_env, "0") == 0;
     map_ = std::make_unique<ReadMapping>(fd_.get(), 0, use_map ? size : 0);
     if (*map_) {
       // Scenes are decoded front to back in row blocks; let the kernel read ahead generously.

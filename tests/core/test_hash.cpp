@@ -41,7 +41,7 @@ TEST_CASE("chunked file hash: chunks, their order, an empty file, a short file")
     const std::uint64_t b = c * hsipipe::kHashChunkBytes, n = std::min<std::uint64_t>(hsipipe::kHashChunkBytes, s.size() - b);
     want.push_back(hsipipe::xxh3_64(s.data() + b, n));
   }
-  // mapped (the default) and read through a buffer (HSIPIPE_HASH_PREAD=1): the same values
+  // mapped (HSIPIPE_HASH_PREAD=0) and read through a buffer (=1, the default): the same values
   for (const char* mode : {"0", "1"}) {
     INFO("HSIPIPE_HASH_PREAD=" << mode);
     ::setenv("HSIPIPE_HASH_PREAD", mode, 1);
