@@ -63,16 +63,15 @@ class EnviScene final : public Scene {
     // decode kernels reading the page cache in place (tests exercise both). pread is the default because a
     // mapping's cost is the hypervisor's: touching a 448 MiB scene's page-cache pages through a mapping took
     // 0.19 s on one development VM (a PVM guest, every page-table update a trip to the host; populated in
-    // one madvise call, 0.18 s) against 0.03 s for pread into a 512 KiB buffer, and the benchmark's reader
-    // (`hsipipe info --decode-all`, 1 thread) 0.29-0.37 s mapped against 0.11 s with pread; on an earlier
-    // VM the mapping was at most a few tens of ms ahead (the copy at memory speed). 2 Dec 2026.
+    // one madvise call, 0.18 s) against 0.03 s for pread into a 512 KiB buffer (a C test), and the
+    // benchmark's reader (`hsipipe info --decode-all`, 1 thread) 0.29-0.37 s mapped against 0.11 s with
+    // pread (2 Dec 2026). On the earlier VM of docs/BENCHMARKS.md at a98c2c5 the mapped reader ran at 0.78 of
+    // the page-cache rate; pread was not measured there.
     const char* pread_env = std::getenv("HSIPIPE_ENVI_PREAD");
     const bool use_map = pread_env && std::strcmp(pread_env, "0") == 0;
     map_ = std::make_unique<ReadMapping>(fd_.get(), 0, use_map ? size : 0);
-    if (*map_) {
-      // Scenes are decoded front to back in row blocks; let the kernel read ahead generously.
-      ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-    }
+    // Scenes are decoded front to back in row blocks, mapped or read: let the kernel read ahead generously.
+    ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     decoder_ = Decoder(h_.dtype, h_.byte_order == 1 ? std::endian::big : std::endian::little, h_.ignore_value);
   }
 

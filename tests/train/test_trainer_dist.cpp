@@ -136,6 +136,40 @@ void one_step_matches(const std::string& model_name, const std::string& optimize
   CHECK(max_err <= 1e-6);
 }
 
+/// Rank 0 writes stratified k-fold splits of the cache to ROOT/folds.json (with its data checksum, as
+/// `hsipipe folds` does); every rank returns the path after a barrier.
+std::string write_folds(const dist::Comm& world, const SharedCache& sc, int k) {
+  const std::string path = sc.root() + "/folds.json";
+  if (world.rank() == 0) {
+    const auto cache = cache::CacheReader::open(sc.dir);
+    const auto t = cache.read_sample_table();
+    std::vector<folds::SceneSize> sizes;
+    for (const auto& s : t.scenes) sizes.push_back({s.rows, s.cols});
+    folds::FoldParams fp;
+    fp.k = k;
+    auto f = folds::make_folds(folds::SampleTableView{t.scene, t.row, t.col, t.label, sizes, 1}, fp);
+    f.data_checksum = cache.data_checksum();
+    folds::save_folds(f, path);
+  }
+  world.barrier();
+  return path;
+}
+
+/// CPU training of one fold of the shared cache into ROOT/run.
+TrainOptions cpu_fold_options(const SharedCache& sc, const std::string& folds_path, const std::string& model,
+                              const std::string& fold, int epochs, int batch) {
+  TrainOptions o;
+  o.cache = sc.dir;
+  o.folds = folds_path;
+  o.model = model;
+  o.out = sc.root() + "/run";
+  o.fold = fold;
+  o.epochs = epochs;
+  o.batch = batch;
+  o.device = "cpu";
+  return o;
+}
+
 std::uint64_t param_hash(torch::nn::Module& m) {
   Xxh3Stream h;
   for (const auto& p : m.parameters()) {
@@ -230,28 +264,8 @@ TEST_CASE("train(): validation all-gathered covers each validation sample exactl
   const dist::Comm world(MPI_COMM_WORLD);
   // 7 x 9 = 63 pixels with no unlabeled ones: N = 63 is odd, shards of 21 (R = 3), 32/31 (R = 2)
   SharedCache sc(world, "--layout pixel --rows 7 --cols 9 --bands 10 --unlabeled 0");
-  const std::string folds_path = sc.root() + "/folds.json";
-  if (world.rank() == 0) {
-    const auto cache = cache::CacheReader::open(sc.dir);
-    const auto t = cache.read_sample_table();
-    std::vector<folds::SceneSize> sizes;
-    for (const auto& s : t.scenes) sizes.push_back({s.rows, s.cols});
-    folds::FoldParams fp;
-    fp.k = 4;
-    auto f = folds::make_folds(folds::SampleTableView{t.scene, t.row, t.col, t.label, sizes, 1}, fp);
-    f.data_checksum = cache.data_checksum();
-    folds::save_folds(f, folds_path);
-  }
-  world.barrier();
-  TrainOptions o;
-  o.cache = sc.dir;
-  o.folds = folds_path;
-  o.model = "hu1d";
-  o.out = sc.root() + "/run";
-  o.fold = "1";
-  o.epochs = 2;
-  o.batch = 8;
-  o.device = "cpu";
+  const std::string folds_path = write_folds(world, sc, 4);
+  const TrainOptions o = cpu_fold_options(sc, folds_path, "hu1d", "1", 2, 8);
   std::ostringstream log;
   REQUIRE(hsipipe::train::train(o, world, log) == 0);
   world.barrier();
@@ -290,28 +304,8 @@ TEST_CASE("train(): a global batch smaller than the rank count: ranks without a 
   // one rank while the others waited in the step's all-reduce).
   const dist::Comm world(MPI_COMM_WORLD);
   SharedCache sc(world, "--layout pixel --rows 5 --cols 6 --bands 8 --unlabeled 0");
-  const std::string folds_path = sc.root() + "/folds.json";
-  if (world.rank() == 0) {
-    const auto cache = cache::CacheReader::open(sc.dir);
-    const auto t = cache.read_sample_table();
-    std::vector<folds::SceneSize> sizes;
-    for (const auto& s : t.scenes) sizes.push_back({s.rows, s.cols});
-    folds::FoldParams fp;
-    fp.k = 3;
-    auto f = folds::make_folds(folds::SampleTableView{t.scene, t.row, t.col, t.label, sizes, 1}, fp);
-    f.data_checksum = cache.data_checksum();
-    folds::save_folds(f, folds_path);
-  }
-  world.barrier();
-  TrainOptions o;
-  o.cache = sc.dir;
-  o.folds = folds_path;
-  o.model = "mlp";
-  o.out = sc.root() + "/run";
-  o.fold = "0";
-  o.epochs = 2;
-  o.batch = 1;
-  o.device = "cpu";
+  const std::string folds_path = write_folds(world, sc, 3);
+  const TrainOptions o = cpu_fold_options(sc, folds_path, "mlp", "0", 2, 1);
   std::ostringstream log;
   REQUIRE(hsipipe::train::train(o, world, log) == 0);
   world.barrier();
