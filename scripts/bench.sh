@@ -61,6 +61,7 @@ else
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/hsipipe-bench-all.XXXXXX")
   trap 'rm -f "$REMOTE_FROM"; rm -rf "$WORK"' EXIT
 fi
+rm -f "$WORK/steal.txt"  # this run's (a reused WORK keeps an earlier one's)
 . scripts/mpi_env.sh  # one-node Open MPI settings (shared memory, no fabric probing), run as root
 
 # Let the load of whatever ran just before settle (up to 3 minutes): the page records the load average it
@@ -72,18 +73,25 @@ for i in $(seq 36); do
 done
 "$PY" scripts/bench_report.py machine "$WORK/machine.json" --bin "$HSIPIPE_BIN" --tmp "${TMPDIR:-/tmp}"
 T0=$(date +%s)
+# CPU steal time so far (/proc/stat, all CPUs, in ticks): on a virtual machine, the time its virtual CPUs were
+# ready to run while the host ran something else; 0 where the kernel does not count it
+steal_ticks() { awk '$1 == "cpu" { print ($9 == "" ? 0 : $9); exit }' /proc/stat; }
 step() {  # name script [args]: runs one benchmark, its output shown and kept in WORK/name.log
   local name=$1
   shift
   echo
   echo "==== bench.sh: $name ($*), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  local t0
+  local t0 s0 s1
   t0=$(date +%s)
+  s0=$(steal_ticks)
   if ! BENCH_JSON="$WORK/$name.json" "$@" 2>&1 | tee "$WORK/$name.log"; then
     echo "bench.sh: $name failed (log: $WORK/$name.log)" >&2
     exit 1
   fi
-  echo "==== bench.sh: $name took $(( $(date +%s) - t0 )) s"
+  s1=$(steal_ticks)
+  # the CPU time the hypervisor gave to others while this benchmark ran (all CPUs), for the page
+  echo "$name $(( $(date +%s) - t0 )) $(awk -v a="$s0" -v b="$s1" -v hz="$(getconf CLK_TCK)" 'BEGIN { print (b - a) / hz }')" >> "$WORK/steal.txt"
+  echo "==== bench.sh: $name took $(( $(date +%s) - t0 )) s, CPU steal $(tail -n1 "$WORK/steal.txt" | cut -d' ' -f3) s"
 }
 step decode scripts/bench_decode.sh
 step loader scripts/bench_loader.sh
@@ -97,11 +105,16 @@ fi
 rm -rf "$WORK/train-run"
 
 # what the page must say about this run: duration, load at the end, sizes overridden by the environment
-"$PY" - "$WORK/run.json" "$T0" <<'PY'
+"$PY" - "$WORK/run.json" "$T0" "$WORK/steal.txt" <<'PY'
 import json, os, sys, time
 keys = ("BENCH_ROWS", "BENCH_COLS", "BENCH_BANDS", "BENCH_REPEAT", "BENCH_DECODE_REPEAT", "BENCH_BATCHES", "BENCH_EPOCHS",
         "BENCH_LABELED_FRACTION", "BENCH_REMOTE_SIZE", "ROWS", "COLS", "BANDS", "EPOCHS", "BATCH", "THREADS")
-json.dump({"minutes": (time.time() - float(sys.argv[2])) / 60,
+steal = {}
+if os.path.exists(sys.argv[3]):
+    for line in open(sys.argv[3]):
+        name, wall, st = line.split()
+        steal[name] = {"wall_s": float(wall), "steal_s": float(st)}
+json.dump({"minutes": (time.time() - float(sys.argv[2])) / 60, "steal": steal,
            "overrides": {k: os.environ[k] for k in keys if os.environ.get(k)}}, open(sys.argv[1], "w"), indent=2)
 PY
 report "$WORK"

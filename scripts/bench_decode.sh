@@ -8,15 +8,17 @@
 # Targets (issue 2): hsipipe >= 5x SPy, and >= 0.5x the page-cache read rate.
 #   HSIPIPE_BIN     the executable (default build/hsipipe; run scripts/setup.sh first)
 #   BENCH_ROWS/BENCH_COLS/BENCH_BANDS/BENCH_REPEAT   scene size and repetitions
-#   BENCH_DECODE_REPEAT  rounds of the decode section, the Python baseline's too (default 5: a decode
-#                   takes under a second and the VM's runs vary by 2x; the best of 3 was often a slow run)
+#   BENCH_DECODE_REPEAT  rounds of the decode section, the Python baseline's too (default 8: a decode
+#                   takes under a second and the VM's runs vary by 2-3x, with its first touch of fresh pages
+#                   at 0.3-2.6 GB/s; the best of 3 was often a slow run, and the best of 5 still was for one
+#                   configuration in two runs of 3 Dec 2026: h5 2 ranks 0.632 and 0.718 s, 0.56-0.59 s by hand)
 #   BENCH_JSON      also write the figures as JSON to this file (scripts/bench.sh uses it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${HSIPIPE_BIN:-build/hsipipe}
 PY=/usr/bin/python3
 ROWS=${BENCH_ROWS:-1024} COLS=${BENCH_COLS:-1024} BANDS=${BENCH_BANDS:-224} REPEAT=${BENCH_REPEAT:-3}
-DREPEAT=${BENCH_DECODE_REPEAT:-5}
+DREPEAT=${BENCH_DECODE_REPEAT:-8}
 [ -x "$BIN" ] || { echo "bench_decode: $BIN not found: run scripts/setup.sh first (or set HSIPIPE_BIN)" >&2; exit 2; }
 BIN=$(realpath "$BIN")
 BENCH_TMP=$(mktemp -d "${TMPDIR:-/tmp}/hsipipe-bench.XXXXXX")

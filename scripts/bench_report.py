@@ -257,6 +257,19 @@ def disk_rows(dec):
     return rows
 
 
+def steal_sentence(run, m):
+    """The CPU steal time of each benchmark (bench.sh reads /proc/stat around each): on a virtual machine,
+    time its CPUs were ready to run while the host ran something else, which slows and scatters the runs."""
+    st = run.get("steal") or {}
+    if not st:
+        return ""
+    cores = m.get("cores") or 1
+    parts = [f"{k} {v['steal_s']:.1f} s in {v['wall_s']:.0f} s ({100 * v['steal_s'] / max(1e-9, v['wall_s'] * cores):.1f}% of "
+             "the CPUs' time)" for k, v in st.items()]
+    return (" CPU time the host took from this virtual machine while each benchmark ran (steal, `/proc/stat`, all CPUs): "
+            + ", ".join(parts) + ".")
+
+
 def load(work, name):
     p = os.path.join(work, name + ".json")
     try:
@@ -534,6 +547,7 @@ def report(args):
            "ratios are the claim. Load average (1, 5, 15 min) before the first benchmark: "
            f"{' '.join(loadavg)}" + (" — **the machine was busy: other work shared the cores, so every figure below is "
                                   "low and noisy**." if busy else " (quiet).")
+           + steal_sentence(run, m)
            + " Speed is shown by these scripts, never asserted in ctest. "
            + ("The remote-scenes section was measured in this run too (`--remote`)."
               if os.path.exists(os.path.join(work, "remote.log")) else
