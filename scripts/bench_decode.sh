@@ -86,15 +86,21 @@ LABELS=$BENCH_TMP/scene/labels.hdr
 MPIEXEC=${MPIEXEC:-mpiexec}
 . scripts/mpi_env.sh  # one-node Open MPI settings (shared memory, no fabric probing), run as root
 echo "== decode: pixel, float16, zscore; labels $LABELS"
-# One decode: ranks, backend, output directory[, layout] -> wall seconds (the whole mpiexec command)
+# CPU steal time so far, in seconds (/proc/stat, all CPUs: on a virtual machine, time its CPUs were ready to
+# run while the host ran something else; 0 where the kernel does not count it)
+steal_s() { awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { print ($9 == "" ? 0 : $9) / hz; exit }' /proc/stat; }
+# One decode: ranks, backend, output directory[, layout] -> wall seconds (the whole mpiexec command); the
+# steal during it goes to $BENCH_TMP/steal
 decode_once() {
-  local r=$1 be=$2 out=$3 layout=${4:-pixel} t0 t1
+  local r=$1 be=$2 out=$3 layout=${4:-pixel} t0 t1 s0
   rm -rf "$out"
+  s0=$(steal_s)
   t0=$(now)
   "$MPIEXEC" -n "$r" --oversubscribe "$BIN" decode --scene "$SCENE" --labels "$LABELS" --layout "$layout" \
     --dtype float16 --normalize zscore --backend "$be" --out "$out" --no-progress > "$BENCH_TMP/decode_${be}_${r}.log" 2>&1 \
     || { cat "$BENCH_TMP/decode_${be}_${r}.log" >&2; exit 1; }
   t1=$(now)
+  awk -v a="$s0" -v b="$(steal_s)" 'BEGIN { print b - a }' > "$BENCH_TMP/steal"
   awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }'
 }
 # The configurations run in turn, $DREPEAT rounds, each round in a rotated order: on a virtual machine
@@ -111,7 +117,7 @@ fi
 CONFIGS=("1 npy" "2 npy" "1 h5" "2 h5")
 [ -n "$RAM_DIR" ] && CONFIGS+=("1 npy ram" "2 npy ram")
 CONFIGS+=("1 npy cube" "2 npy cube")
-declare -A TIMES
+declare -A TIMES STEALS
 NC=${#CONFIGS[@]}
 for i in $(seq "$DREPEAT"); do
   for j in $(seq 0 $((NC - 1))); do
@@ -127,6 +133,7 @@ for i in $(seq "$DREPEAT"); do
       cp "$BENCH_TMP/decode_${be}_${r}.log" "$BENCH_TMP/best_decode_npy_2.log"
     fi
     TIMES["$r $be ${where:-disk}"]+="$t "
+    STEALS["$r $be ${where:-disk}"]+="$(cat "$BENCH_TMP/steal") "
   done
 done
 [ -n "$RAM_DIR" ] && rm -rf "$RAM_DIR"/cache_*
@@ -235,13 +242,20 @@ awk -v a="$D_CUBE1" -v b="$D_CUBE2" 'BEGIN {
 [ "$FLOOR_S" != nan ] && awk -v t="$T2_LAST" -v b="$BEFORE_S" -v f="$FLUSH_S" -v fl="$FLOOR_S" -v n1="$D_NPY1" 'BEGIN {
   printf "2-rank floor (npy, the fastest 2-rank run, %.3f s): %.3f s until the statistics are known (start-up, sample table,\n", t, b
   printf "        statistics pass), then the disk needs %.3f s for the output: >= %.3f s, so 1 rank / 2 ranks <= %.2fx here\n", f, fl, n1 / fl }'
+echo "every run, s [the CPU steal during it, s, all CPUs], in the order they ran:"
+for k in "1 npy disk" "2 npy disk" "1 h5 disk" "2 h5 disk" "1 npy ram" "2 npy ram" "1 npy cube" "2 npy cube"; do
+  [ -n "${TIMES[$k]:-}" ] || continue
+  # shellcheck disable=SC2086  # word lists
+  paste -d' ' <(printf '%s\n' ${TIMES[$k]}) <(printf '%s\n' ${STEALS[$k]}) |
+    awk -v k="$k" '{ s = s sprintf(" %.2f [%.2f]", $1, $2) } END { printf "  %-12s%s\n", k, s }'
+done
 echo "hsipipe's own summary (npy, 2 ranks):"
 sed -n '/decode summary/,$p' "$BENCH_TMP/last_decode_npy_2.log"
 if [ -n "${BENCH_JSON:-}" ]; then
   "$PY" - "$BENCH_JSON" "$ROWS" "$COLS" "$BANDS" "$REPEAT" "$BYTES" "$NSAMP" "$CAT_S" "$HS_S" "$HS2_S" "$SPY_S" \
     "$PY_S" "$D_NPY1" "$D_NPY2" "$D_H51" "$D_H52" "$(cat "$BENCH_TMP/maxdiff")" "$DISK_S" "$DISK_BYTES" "$D_RAM1" "$D_RAM2" \
     "$(for k in "${!TIMES[@]}"; do echo "$k=${TIMES[$k]}"; done)" "$DREPEAT" "$FLUSH_S" "$T2_LAST" "$BEFORE_S" "$FLOOR_S" \
-    "$D_CUBE1" "$D_CUBE2" <<'PYEOF'
+    "$D_CUBE1" "$D_CUBE2" "$(for k in "${!STEALS[@]}"; do echo "$k=${STEALS[$k]}"; done)" <<'PYEOF'
 import json, math, sys
 a = sys.argv
 flush_s, t2_last, before_s, floor_s = map(float, a[24:28])
@@ -249,14 +263,18 @@ cube1, cube2 = map(float, a[28:30])
 rows, cols, bands, repeat, nbytes, nsamp = map(int, a[2:8])
 cat, hs1, hs2, spy, py, n1, n2, h1, h2 = map(float, a[8:17])
 disk_s, disk_bytes, ram1, ram2 = float(a[18]), int(a[19]), float(a[20]), float(a[21])
-runs = {}
-for line in a[22].splitlines():
-    k, v = line.split("=", 1)
-    runs[k.replace(" ", "_")] = [float(t) for t in v.split()]
+def per_config(text):
+    out = {}
+    for line in text.splitlines():
+        k, v = line.split("=", 1)
+        out[k.replace(" ", "_")] = [float(t) for t in v.split()]
+    return out
+runs, steals = per_config(a[22]), per_config(a[30])
 mbs = lambda s: nbytes / s / 1e6
 opt = lambda x: None if math.isnan(x) else x
 json.dump({
     "decode_runs_s": runs, "order": "rounds of every configuration, each round rotated",
+    "decode_runs_steal_s": steals,
     "decode_repeat": int(a[23]), "disk_durable_write": {"bytes": disk_bytes, "s": disk_s, "mb_s": disk_bytes / disk_s / 1e6},
     "disk_flush": {"bytes": disk_bytes, "s": flush_s, "mb_s": disk_bytes / flush_s / 1e6},
     "decode_npy_2_ranks_floor": None if math.isnan(floor_s) else {

@@ -204,7 +204,13 @@ def decode_runs(dec):
              "1_npy_ram": "npy into RAM 1 rank", "2_npy_ram": "npy into RAM 2 ranks",
              "1_npy_cube": "npy cube layout 1 rank", "2_npy_cube": "npy cube layout 2 ranks"}
     order = [k for k in names if k in runs] + sorted(k for k in runs if k not in names)
-    return "; ".join(f"{names.get(k, k)} " + ", ".join(f"{t:.2f}" for t in runs[k]) for k in order)
+    steals = dec.get("decode_runs_steal_s") or {}
+
+    def one(k, i, t):
+        st = steals.get(k, [])
+        return f"{t:.2f}" + (f" [{st[i]:.2f}]" if i < len(st) else "")
+    return ("; ".join(f"{names.get(k, k)} " + ", ".join(one(k, i, t) for i, t in enumerate(runs[k])) for k in order)
+            + ("; in brackets the CPU steal time during the run (s, all CPUs)" if steals else ""))
 
 
 def output_limit(dec):
