@@ -1209,6 +1209,7 @@ void Decoder::write_pass(Sink& sink) {
   ProgressLine prog = progress("write pass", opts_.layout == Layout::cube ? "rows" : "samples", total_units);
   std::vector<float> fout, kept_buf;
   RowWindow scratch, tw;  // tw: a patch block's transformed rows
+  std::size_t tw_block = SIZE_MAX;  // the write block whose rows tw holds
   for (int a = 0; a < n_arrays_data; ++a) {
     // This rank's write units, in order: its blocks; but for a sink that copies from our buffer (h5), the
     // pixel samples the statistics pass kept go in pieces of about 2 MiB, so that a piece is still in the
@@ -1231,9 +1232,17 @@ void Decoder::write_pass(Sink& sink) {
     {
       static const std::uint64_t piece_bytes = test_value("HSIPIPE_TEST_PIECE_BYTES", 2u << 20);
       const std::uint64_t per = std::max<std::uint64_t>(1, piece_bytes / std::max<std::uint64_t>(1, Bo * es));
+      // Patch blocks go in pieces of at most ~32 MiB of output: a block's rows are sized by its input
+      // (rows_per_block), and its patches are p*p times that (p = 9 on a dense 1536 x 200 scene: 2.7 GB of
+      // float32 per block, before). The pieces of a block share its window, transformed once.
+      static const std::uint64_t patch_piece_bytes = test_value("HSIPIPE_TEST_PATCH_PIECE_BYTES", 32u << 20);
+      const std::uint64_t per_patch = std::max<std::uint64_t>(1, patch_piece_bytes / std::max<std::uint64_t>(1, Bo * pp * es));
       for (const std::size_t bi : blocks_of[static_cast<std::size_t>(a)]) {
         const Block& b = write_plan_[bi];
-        if (opts_.layout == Layout::pixel && keep_samples_ && !sink.independent_writes()) {
+        if (opts_.layout == Layout::patch) {
+          for (std::uint64_t s = b.s0; s < b.s1; s += per_patch)
+            mine.push_back({bi, s, std::min(b.s1, s + per_patch), b.r0, b.r1});
+        } else if (opts_.layout == Layout::pixel && keep_samples_ && !sink.independent_writes()) {
           for (std::uint64_t s = b.s0; s < b.s1; s += per) mine.push_back({bi, s, std::min(b.s1, s + per), b.r0, b.r1});
         } else if (opts_.layout == Layout::pixel && !sink.independent_writes() && in_slices(bi)) {
           std::uint64_t s = b.s0;
@@ -1273,7 +1282,9 @@ void Decoder::write_pass(Sink& sink) {
       // in cache.
       const SceneState& st = sc_[static_cast<std::size_t>(b.scene)];
       const bool slices = in_slices(bi);
-      const RowWindow& w = keep_samples_ || slices ? scratch : window_for(bi, b, scratch, false);
+      // a patch block's later pieces cut from tw, which its first piece filled
+      const bool tw_ready = opts_.layout == Layout::patch && tw_block == bi;
+      const RowWindow& w = keep_samples_ || slices || tw_ready ? scratch : window_for(bi, b, scratch, false);
       const auto t0 = Clock::now();
       double placing = 0, reading = 0;
       // rows [r0, r1) of the block's scene decoded again into scratch (w), timed as reading
@@ -1357,34 +1368,49 @@ void Decoder::write_pass(Sink& sink) {
           }
         }
       } else {
-        // patch: transform every read row (the halo too) into tw, reused from block to block, then cut
-        tw.row0 = w.row0;
-        tw.nrows = w.nrows;
-        tw.cols = w.cols;
-        tw.scene_rows = w.scene_rows;
-        tw.bands = OB;
-        tw.data.resize(w.nrows * w.cols * Bo);
-        const std::size_t npx = w.nrows * w.cols;
-        for (std::size_t i = 0; i < npx; ++i)
-          pre_.apply(w.data.data() + i * static_cast<std::size_t>(w.bands), tw.data.data() + i * Bo);
-        first = b.s0;
-        n = b.s1 - b.s0;
-        fout.resize(n * Bo * pp);
-        for (std::uint64_t i = 0; i < n; ++i) {
-          const auto id = b.s0 + i;
-          cut_patch(tw, static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]), p_,
-                    opts_.border, fout.data() + i * Bo * pp);
+        // patch: the block's first piece transforms every read row (the halo too) into tw, reused from
+        // block to block; each piece then cuts its patches a few at a time, stored into their place
+        if (tw_block != bi) {
+          tw.row0 = w.row0;
+          tw.nrows = w.nrows;
+          tw.cols = w.cols;
+          tw.scene_rows = w.scene_rows;
+          tw.bands = OB;
+          tw.data.resize(w.nrows * w.cols * Bo);
+          const std::size_t npx = w.nrows * w.cols;
+          for (std::size_t i = 0; i < npx; ++i)
+            pre_.apply(w.data.data() + i * static_cast<std::size_t>(w.bands), tw.data.data() + i * Bo);
+          tw_block = bi;
         }
-        bytes.resize(fout.size() * es);
-        store_values(fout.data(), fout.size(), dt, bytes.data());
-        const std::size_t item = n ? bytes.size() / n : 0;
-        for (std::uint64_t i = 0; i < n; ++i) hv.push_back(xxh3_64(bytes.data() + i * item, item));
-        s.placed = bytes.data();
+        first = u.s0;
+        n = u.s1 - u.s0;
+        const std::size_t vals = Bo * pp, item = vals * es;
+        const auto tp = Clock::now();
+        char* dst = static_cast<char*>(sink.place(a, first, n));  // the file's pages, or our buffer
+        placing = seconds_since(tp);
+        if (!dst) {
+          bytes.resize(n * item);
+          dst = bytes.data();
+        }
+        s.placed = dst;
+        constexpr std::uint64_t kGroup = 8;
+        fout.resize(kGroup * vals);
+        for (std::uint64_t g = 0; g < n; g += kGroup) {
+          const std::uint64_t m = std::min(kGroup, n - g);
+          for (std::uint64_t i = 0; i < m; ++i) {
+            const auto id = u.s0 + g + i;
+            cut_patch(tw, static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]), p_,
+                      opts_.border, fout.data() + i * vals);
+          }
+          char* out = dst + g * item;
+          store_values(fout.data(), m * vals, dt, out);
+          for (std::uint64_t i = 0; i < m; ++i) hv.push_back(xxh3_64(out + i * item, item));
+        }
       }
       t_.compute += seconds_since(t0) - placing - reading;
       t_.placing += placing;
-      // the window is no longer needed
-      kept_windows_.erase(bi);
+      // the window is no longer needed after the block's last unit
+      if (k + 1 >= mine.size() || mine[k + 1].bi != bi) kept_windows_.erase(bi);
     };
     auto store = [&](const Slot& s) {
       if (s.n > 0) test_pause("HSIPIPE_TEST_DELAY_WRITE_MS");  // a window for kill -9 mid-write

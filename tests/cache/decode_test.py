@@ -258,7 +258,7 @@ def group_ranks(d):
                         rc, log = decode(hdr, gt, out_s, R, ["--layout", layout, "--backend", backend,
                                                              "--drop-bands", "1-2,39"] + extra,
                                          env=dict(env, HSIPIPE_TEST_BLOCK_BYTES="24000", HSIPIPE_DECODE_OVERLAP=ov,
-                                                  HSIPIPE_TEST_PIECE_BYTES="1120"))
+                                                  HSIPIPE_TEST_PIECE_BYTES="1120", HSIPIPE_TEST_PATCH_PIECE_BYTES="8000"))
                         mode = "overlapped with building" if ov == "1" else "in turn with building"
                         if backend == "npy":
                             mode = "independent"
@@ -272,8 +272,10 @@ def group_ranks(d):
                               log)
                         if backend == "h5" and rc == 0:
                             rounds = re.search(r"writes: collective, (\d+) rounds", log)
-                            # kept pixel samples go in pieces of 15 samples: more rounds than blocks
-                            check(rounds is not None and int(rounds.group(1)) >= (30 if name == "pixel_kept" else 6),
+                            # kept pixel samples go in pieces of 15 samples, patches in pieces of 4 (of 1850
+                            # bytes each; a block's pieces cut from its window transformed once): more rounds
+                            # than blocks
+                            check(rounds is not None and int(rounds.group(1)) >= (30 if name in ("pixel_kept", "patch") else 6),
                                   "%s h5 R=%d, 3-row blocks: several collective rounds (%s)" % (
                                       name, R, rounds.group(1) if rounds else "none"), log)
                 if backend == "npy" and R == 2 and layout == "pixel":
