@@ -1719,7 +1719,11 @@ nlohmann::json Decoder::decide(const nlohmann::json& params, const nlohmann::jso
       json_diff(old->manifest().value("params", nlohmann::json::object()), params, "", diffs);
       for (auto& d : diffs) d = "parameter " + d;
       for (auto& d : source_diff(old->manifest().at("sources"), sources)) diffs.push_back(d);
-      if (diffs.empty()) return {{"action", "reuse"}, {"checksum", old->data_checksum()}};
+      if (diffs.empty() && !opts_.force) return {{"action", "reuse"}, {"checksum", old->data_checksum()}};
+      if (diffs.empty()) {  // current, but asked for: e.g. its samples were damaged (verify says so)
+        std::cerr << "decode: --force: rebuilding " << out << " (it matches its sources and parameters)\n";
+        return {{"action", "go"}};
+      }
       if (!opts_.force) {
         std::string msg = out + ": a cache built from different sources or parameters is already there; "
                                 "use --force to replace it or choose another --out. Differences:";
@@ -1802,7 +1806,14 @@ DecodeResult Decoder::run() {
   const std::string action = comm_.bcast_string(rank_ == 0 ? decision.value("action", "go") : std::string());
   if (action == "reuse") {
     const std::string cs = comm_.bcast_string(rank_ == 0 ? decision.value("checksum", "") : std::string());
-    if (rank_ == 0) std::cout << "decode skipped: cache is current (" << out << ", data_checksum " << cs << ")\n";
+    if (rank_ == 0) {
+      std::uint64_t hashed = 0;  // the sources' bytes read to compare them with the manifest's hashes
+      for (const auto& src : sources) hashed += src.value("hashed_bytes", src.value("size", std::uint64_t{0}));
+      std::cout << "decode skipped: cache is current (" << out << ", data_checksum " << cs << ")\n"
+                << "decode summary (" << R_ << " rank" << (R_ > 1 ? "s" : "") << ", " << seconds_since(t_total)
+                << " s wall): cache reused; read " << human_bytes(static_cast<double>(hashed))
+                << " (hashing the sources), decoded 0 samples, wrote 0 B\n";
+    }
     return {true, out, cs, table_.size()};
   }
   tmp = comm_.bcast_string(tmp);

@@ -33,7 +33,7 @@ int run_decode(int argc, char** argv) {
       ("pca", po::value<int>()->default_value(0), "project onto the first K principal components (0: off)")
       ("backend", po::value<std::string>()->default_value("npy"), "h5 | npy")
       ("out", po::value<std::string>(), "cache directory to create")
-      ("force", po::bool_switch(), "replace an existing cache built from other sources/parameters")
+      ("force", po::bool_switch(), "replace an existing cache built from other sources/parameters (refused without it), or rebuild a current one")
       ("memory-mb", po::value<std::uint64_t>()->default_value(1024), "per rank: decoded samples or row blocks kept between passes (beyond it they are decoded again; an ENVI scene's pixel and cube rows always are)")
       ("no-progress", po::bool_switch(), "no progress lines");
   dist::Environment env(&argc, &argv);

@@ -671,7 +671,9 @@ def group_lifecycle(d):
     check(rc == 0, "first decode")
     cs = manifest(out)["data_checksum"]
     rc, log = decode(hdr, gt, out, 2, common)
-    check(rc == 0 and "decode skipped: cache is current" in log, "second decode reuses the cache")
+    check(rc == 0 and "decode skipped: cache is current" in log and
+          re.search(r"decode summary \(2 ranks, .* cache reused; read .* \(hashing the sources\), decoded 0 samples", log),
+          "second decode reuses the cache, and says so in its summary", log)
     rc, log = decode(hdr, gt, out, 1, common + ["--dtype", "float16"])
     check(rc != 0 and "dtype" in log and "--force" in log, "different parameters are refused, naming dtype")
     rc, log = run(["verify", out, "--deep"], ranks=0)
@@ -709,6 +711,11 @@ def group_lifecycle(d):
         f.write(b"\x00\x00\xc0\x7f")  # a NaN in the last sample
     rc, log = run(["verify", npy_out, "--samples", str(n)], ranks=0)
     check(rc != 0 and "data checksum" in log and ("sample %d " % (n - 1)) in log, "verify names a corrupted sample")
+    # a cache that matches its sources and parameters is rebuilt when asked (--force), damaged or not
+    rc, log = decode(hdr, gt, npy_out, 2, ["--layout", "pixel", "--force"])
+    check(rc == 0 and "rebuilding" in log and "decode skipped" not in log, "--force rebuilds a current cache", log)
+    rc, log = run(["verify", npy_out, "--samples", str(n)], ranks=0)
+    check(rc == 0 and "OK" in log, "verify accepts the rebuilt cache", log)
     # lock held by someone else: fail fast naming the holder
     with open(out + ".lock", "w") as lk:
         fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)
