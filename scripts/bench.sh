@@ -88,10 +88,10 @@ step() {  # name script [args]: runs one benchmark, its output shown and kept in
     echo "bench.sh: $name failed (log: $WORK/$name.log)" >&2
     exit 1
   fi
-  s1=$(steal_ticks)
   # the CPU time the hypervisor gave to others while this benchmark ran (all CPUs), for the page
-  echo "$name $(( $(date +%s) - t0 )) $(awk -v a="$s0" -v b="$s1" -v hz="$(getconf CLK_TCK)" 'BEGIN { print (b - a) / hz }')" >> "$WORK/steal.txt"
-  echo "==== bench.sh: $name took $(( $(date +%s) - t0 )) s, CPU steal $(tail -n1 "$WORK/steal.txt" | cut -d' ' -f3) s"
+  s1=$(awk -v a="$s0" -v b="$(steal_ticks)" -v hz="$(getconf CLK_TCK)" 'BEGIN { print (b - a) / hz }')
+  echo "$name $(( $(date +%s) - t0 )) $s1" >> "$WORK/steal.txt"
+  echo "==== bench.sh: $name took $(( $(date +%s) - t0 )) s, CPU steal $s1 s"
 }
 step decode scripts/bench_decode.sh
 step loader scripts/bench_loader.sh

@@ -1294,6 +1294,23 @@ void Decoder::write_pass(Sink& sink) {
         reading += seconds_since(tr);
       };
       auto& hv = opts_.layout == Layout::cube ? cube_hashes_[static_cast<std::size_t>(b.scene)] : hashes_;
+      // where items [first, first + n) of `item` bytes are built: the file's pages, or the slot's buffer
+      auto place_unit = [&](std::size_t item) {
+        const auto tp = Clock::now();
+        char* dst = static_cast<char*>(sink.place(a, first, n));
+        placing += seconds_since(tp);  // getting the file's pages is writing, not decoding
+        if (!dst) {
+          bytes.resize(n * item);
+          dst = bytes.data();
+        }
+        s.placed = dst;
+        return dst;
+      };
+      // m items of float32 values converted to dtype at out, each hashed
+      auto store_items = [&](std::uint64_t m, std::size_t item, char* out) {
+        store_values(fout.data(), m * (item / es), dt, out);
+        for (std::uint64_t i = 0; i < m; ++i) hv.push_back(xxh3_64(out + i * item, item));
+      };
       if (opts_.layout == Layout::pixel) {
         // Transform, convert and hash a few samples at a time while they are in cache: the float32
         // results never travel through memory (the block's floats would be 2-4x its bytes).
@@ -1302,14 +1319,7 @@ void Decoder::write_pass(Sink& sink) {
         const std::size_t item = Bo * es;
         constexpr std::uint64_t kGroup = 32;
         fout.resize(kGroup * Bo);
-        const auto tp = Clock::now();
-        char* dst = static_cast<char*>(sink.place(a, first, n));  // the file's pages, or our buffer
-        placing = seconds_since(tp);  // getting the file's pages is writing, not decoding
-        if (!dst) {
-          bytes.resize(n * item);
-          dst = bytes.data();
-        }
-        s.placed = dst;
+        char* dst = place_unit(item);
         // samples [g, g + m) of the unit
         auto build_group = [&](std::uint64_t g, std::uint64_t m) {
           for (std::uint64_t i = 0; i < m; ++i) {
@@ -1319,9 +1329,7 @@ void Decoder::write_pass(Sink& sink) {
                                             : w.pixel(static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]));
             pre_.apply(px, fout.data() + i * Bo);
           }
-          char* out = dst + g * item;
-          store_values(fout.data(), m * Bo, dt, out);
-          for (std::uint64_t i = 0; i < m; ++i) hv.push_back(xxh3_64(out + i * item, item));
+          store_items(m, item, dst + g * item);
         };
         if (slices) {
           // the piece's rows, a slice at a time, each slice's samples built while it is in cache
@@ -1345,14 +1353,7 @@ void Decoder::write_pass(Sink& sink) {
         n = b.r1 - b.r0;
         const std::size_t cols = st.cols;  // not w's: w is filled below when sliced
         const std::size_t row_vals = cols * Bo, item = row_vals * es;
-        const auto tp = Clock::now();
-        char* dst = static_cast<char*>(sink.place(a, first, n));
-        placing = seconds_since(tp);
-        if (!dst) {
-          bytes.resize(n * item);
-          dst = bytes.data();
-        }
-        s.placed = dst;
+        char* dst = place_unit(item);
         fout.resize(row_vals);
         const std::size_t step = slices ? slice_rows(st) : n;
         for (std::size_t r0 = b.r0; r0 < b.r1; r0 += step) {
@@ -1362,15 +1363,13 @@ void Decoder::write_pass(Sink& sink) {
             const float* in = w.pixel(r, 0);
             for (std::size_t c = 0; c < cols; ++c)
               pre_.apply(in + c * static_cast<std::size_t>(w.bands), fout.data() + c * Bo);
-            char* out = dst + (r - b.r0) * item;
-            store_values(fout.data(), row_vals, dt, out);
-            hv.push_back(xxh3_64(out, item));
+            store_items(1, item, dst + (r - b.r0) * item);
           }
         }
       } else {
         // patch: the block's first piece transforms every read row (the halo too) into tw, reused from
         // block to block; each piece then cuts its patches a few at a time, stored into their place
-        if (tw_block != bi) {
+        if (!tw_ready) {
           tw.row0 = w.row0;
           tw.nrows = w.nrows;
           tw.cols = w.cols;
@@ -1385,14 +1384,7 @@ void Decoder::write_pass(Sink& sink) {
         first = u.s0;
         n = u.s1 - u.s0;
         const std::size_t vals = Bo * pp, item = vals * es;
-        const auto tp = Clock::now();
-        char* dst = static_cast<char*>(sink.place(a, first, n));  // the file's pages, or our buffer
-        placing = seconds_since(tp);
-        if (!dst) {
-          bytes.resize(n * item);
-          dst = bytes.data();
-        }
-        s.placed = dst;
+        char* dst = place_unit(item);
         constexpr std::uint64_t kGroup = 8;
         fout.resize(kGroup * vals);
         for (std::uint64_t g = 0; g < n; g += kGroup) {
@@ -1402,9 +1394,7 @@ void Decoder::write_pass(Sink& sink) {
             cut_patch(tw, static_cast<std::size_t>(table_.row[id]), static_cast<std::size_t>(table_.col[id]), p_,
                       opts_.border, fout.data() + i * vals);
           }
-          char* out = dst + g * item;
-          store_values(fout.data(), m * vals, dt, out);
-          for (std::uint64_t i = 0; i < m; ++i) hv.push_back(xxh3_64(out + i * item, item));
+          store_items(m, item, dst + g * item);
         }
       }
       t_.compute += seconds_since(t0) - placing - reading;
@@ -1719,8 +1709,9 @@ nlohmann::json Decoder::decide(const nlohmann::json& params, const nlohmann::jso
       json_diff(old->manifest().value("params", nlohmann::json::object()), params, "", diffs);
       for (auto& d : diffs) d = "parameter " + d;
       for (auto& d : source_diff(old->manifest().at("sources"), sources)) diffs.push_back(d);
-      if (diffs.empty() && !opts_.force) return {{"action", "reuse"}, {"checksum", old->data_checksum()}};
-      if (diffs.empty()) {  // current, but asked for: e.g. its samples were damaged (verify says so)
+      if (diffs.empty()) {
+        if (!opts_.force) return {{"action", "reuse"}, {"checksum", old->data_checksum()}};
+        // current, but asked for: e.g. its samples were damaged (verify says so)
         std::cerr << "decode: --force: rebuilding " << out << " (it matches its sources and parameters)\n";
         return {{"action", "go"}};
       }
