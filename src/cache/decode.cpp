@@ -1706,7 +1706,13 @@ nlohmann::json Decoder::decide(const nlohmann::json& params, const nlohmann::jso
     }
     if (old) {
       std::vector<std::string> diffs;
-      json_diff(old->manifest().value("params", nlohmann::json::object()), params, "", diffs);
+      nlohmann::json old_params = old->manifest().value("params", nlohmann::json::object());
+      // a cache from before the manifest recorded one spelling of --drop-bands: compared in that spelling
+      if (const auto it = old_params.find("drop_bands"); it != old_params.end() && it->is_string()) try {
+          *it = canonical_band_list(it->get<std::string>());
+        } catch (const ConfigError&) {  // not a list this version reads: it differs, as written
+        }
+      json_diff(old_params, params, "", diffs);
       for (auto& d : diffs) d = "parameter " + d;
       for (auto& d : source_diff(old->manifest().at("sources"), sources)) diffs.push_back(d);
       if (diffs.empty()) {
@@ -1733,11 +1739,12 @@ nlohmann::json Decoder::decide(const nlohmann::json& params, const nlohmann::jso
 DecodeResult Decoder::run() {
   const auto t_total = Clock::now();
   h5::Silence quiet;
-  const auto params = decode_params_json(opts_);
   // ---- setup: every rank, identical and deterministic; errors here precede any write
+  nlohmann::json params;
   collective_step(comm_, "decode setup", [&] {
     validate_options();
     open_inputs();
+    params = decode_params_json(opts_);  // after open_inputs(), which names a bad --drop-bands first
   });
   validity_pass();
   collective_step(comm_, "building the sample table", [&] { build_table(); });
@@ -1950,7 +1957,7 @@ nlohmann::json decode_params_json(const DecodeOptions& o) {
     scenes.push_back(j);
   }
   return {{"scenes", scenes},
-          {"drop_bands", o.drop_bands},
+          {"drop_bands", canonical_band_list(o.drop_bands)},  // one spelling of the set: "1,2" is "1-2"
           {"bad_bands_from_header", o.bad_bands_from_header},
           {"ignore_label", o.ignore_label},
           {"layout", layout_name(o.layout)},

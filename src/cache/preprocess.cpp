@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "core/half.hpp"
 #include "core/error.hpp"
@@ -37,11 +38,14 @@ Border border_from_name(const std::string& s) {
   throw ConfigError("--border: unknown value '" + s + "' (expected reflect or zero)");
 }
 
-std::vector<int> parse_band_list(const std::string& text, int nbands) {
-  std::vector<int> out;
+namespace {
+/// The ranges of a --drop-bands list as written, 1-based and inclusive, in order; syntax errors and
+/// reversed ranges throw ConfigError naming --drop-bands (the bands' range is the caller's check)
+std::vector<std::pair<long, long>> parse_band_ranges(const std::string& text) {
+  std::vector<std::pair<long, long>> out;
   std::string item;
   auto parse_int = [&](const std::string& s) -> long {
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+    if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
       throw ConfigError("--drop-bands: '" + item + "' is not a band number or range A-B (1-based)");
     return std::stol(s);
   };
@@ -65,13 +69,37 @@ std::vector<int> parse_band_list(const std::string& text, int nbands) {
       b = parse_int(item.substr(dash + 1));
     }
     if (a > b) throw ConfigError("--drop-bands: range '" + item + "' is reversed");
-    if (a < 1 || b > nbands)
-      throw ConfigError("--drop-bands: band " + std::to_string(a < 1 ? a : b) + " (in '" + item +
+    if (a < 1) throw ConfigError("--drop-bands: band 0 (in '" + item + "') is out of range: bands are 1-based");
+    out.emplace_back(a, b);
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<int> parse_band_list(const std::string& text, int nbands) {
+  std::vector<int> out;
+  for (const auto& [a, b] : parse_band_ranges(text)) {
+    if (b > nbands)
+      throw ConfigError("--drop-bands: band " + std::to_string(b) + " (in '" +
+                        (a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b)) +
                         "') is out of range: the scenes have bands 1.." + std::to_string(nbands));
     for (long x = a; x <= b; ++x) out.push_back(static_cast<int>(x - 1));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string canonical_band_list(const std::string& text) {
+  auto r = parse_band_ranges(text);
+  std::sort(r.begin(), r.end());
+  std::string out;
+  for (std::size_t i = 0; i < r.size();) {
+    auto [a, b] = r[i];
+    for (++i; i < r.size() && r[i].first <= b + 1; ++i) b = std::max(b, r[i].second);  // overlapping or adjacent
+    if (!out.empty()) out += ',';
+    out += a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b);
+  }
   return out;
 }
 

@@ -33,6 +33,11 @@ Border border_from_name(const std::string& s);  ///< throws ConfigError naming -
 /// "108-112,154-167,224" (1-based, inclusive) -> sorted 0-based band indices to DROP. Throws
 /// ConfigError naming --drop-bands for syntax errors, reversed ranges and bands outside [1, nbands].
 std::vector<int> parse_band_list(const std::string& text, int nbands);
+/// The same list in one spelling: sorted, overlapping and adjacent ranges merged, "A-B" or "A" items
+/// ("224,1-2,3" -> "1-3,224"; "" -> ""). What the manifest records, so that two spellings of one band set
+/// are the same parameter. Syntax errors throw as parse_band_list does (bands are not checked against a
+/// scene here).
+std::string canonical_band_list(const std::string& text);
 /// Kept 0-based band indices: all of [0, nbands) minus `drop`; ConfigError when nothing is left.
 std::vector<int> kept_bands(const std::vector<int>& drop, int nbands);
 

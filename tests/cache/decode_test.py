@@ -676,6 +676,22 @@ def group_lifecycle(d):
           "second decode reuses the cache, and says so in its summary", log)
     rc, log = decode(hdr, gt, out, 1, common + ["--dtype", "float16"])
     check(rc != 0 and "dtype" in log and "--force" in log, "different parameters are refused, naming dtype")
+    # --drop-bands is one parameter however it is spelt: the manifest records the band set in one spelling
+    outd = os.path.join(d, "cache_drop")
+    rc, log = decode(hdr, gt, outd, 2, ["--backend", "npy", "--drop-bands", "3,1-2,40"])
+    check(rc == 0 and manifest(outd)["params"]["drop_bands"] == "1-3,40", "drop_bands recorded as 1-3,40", log)
+    rc, log = decode(hdr, gt, outd, 1, ["--backend", "npy", "--drop-bands", "40, 1,2,3"])
+    check(rc == 0 and "decode skipped: cache is current" in log, "another spelling of the bands reuses the cache", log)
+    rc, log = decode(hdr, gt, outd, 1, ["--backend", "npy", "--drop-bands", "1-3"])
+    check(rc != 0 and "drop_bands" in log, "another band set is refused, naming drop_bands", log)
+    # a cache whose manifest spelt the list as written (before this was recorded in one spelling)
+    mp = os.path.join(outd, "manifest.json")
+    m = manifest(outd)
+    m["params"]["drop_bands"] = "40,3,1-2"
+    with open(mp, "w") as f:
+        json.dump(m, f)
+    rc, log = decode(hdr, gt, outd, 1, ["--backend", "npy", "--drop-bands", "1-3,40"])
+    check(rc == 0 and "decode skipped: cache is current" in log, "an older manifest's spelling is compared as a band set", log)
     rc, log = run(["verify", out, "--deep"], ranks=0)
     check(rc == 0 and "OK" in log, "verify --deep accepts the fresh cache")
     # change the source: one value, same size

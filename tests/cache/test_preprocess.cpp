@@ -27,6 +27,26 @@ TEST_CASE("parse_band_list: 1-based ranges, errors name --drop-bands") {
   CHECK_THROWS_AS(parse_band_list("5-3", 5), ConfigError);
   CHECK_THROWS_AS(parse_band_list("a-b", 5), ConfigError);
   CHECK_THROWS_AS(kept_bands(parse_band_list("1-5", 5), 5), ConfigError);
+  CHECK_THROWS_WITH(parse_band_list("1,4-9", 5), Catch::Contains("band 9 (in '4-9')"));
+  CHECK_THROWS_WITH(parse_band_list("0-2", 5), Catch::Contains("1-based"));
+  CHECK_THROWS_AS(parse_band_list("99999999999", 5), ConfigError);  // not a long overflow
+}
+
+TEST_CASE("canonical_band_list: one spelling per band set (what the manifest records)") {
+  CHECK(canonical_band_list("108-112,154-167,224") == "108-112,154-167,224");
+  CHECK(canonical_band_list("224, 154-167,108-112") == "108-112,154-167,224");
+  CHECK(canonical_band_list("1,2") == "1-2");
+  CHECK(canonical_band_list("3,1-2,2") == "1-3");         // adjacent and overlapping ranges merge
+  CHECK(canonical_band_list("5-9,1-6,12,11") == "1-9,11-12");
+  CHECK(canonical_band_list("7-7") == "7");
+  CHECK(canonical_band_list("") == "");
+  CHECK(canonical_band_list("  ") == "");
+  CHECK_THROWS_AS(canonical_band_list("1,,2"), ConfigError);
+  CHECK_THROWS_AS(canonical_band_list("5-3"), ConfigError);
+  CHECK_THROWS_AS(canonical_band_list("0"), ConfigError);
+  // the same band set as parse_band_list, for any spelling
+  for (const char* t : {"3, 1-2 ,2", "5-9,1-6,12,11", "224,1,2,3,100-110"})
+    CHECK(parse_band_list(canonical_band_list(t), 224) == parse_band_list(t, 224));
 }
 
 TEST_CASE("BandStats: Welford + Chan merge equal a two-pass float64 computation") {
