@@ -1716,7 +1716,8 @@ nlohmann::json Decoder::decide(const nlohmann::json& params, const nlohmann::jso
       for (auto& d : diffs) d = "parameter " + d;
       for (auto& d : source_diff(old->manifest().at("sources"), sources)) diffs.push_back(d);
       if (diffs.empty()) {
-        if (!opts_.force) return {{"action", "reuse"}, {"checksum", old->data_checksum()}};
+        if (!opts_.force)
+          return {{"action", "reuse"}, {"checksum", old->data_checksum()}, {"n_samples", old->n_samples()}};
         // current, but asked for: e.g. its samples were damaged (verify says so)
         std::cerr << "decode: --force: rebuilding " << out << " (it matches its sources and parameters)\n";
         return {{"action", "go"}};
@@ -1746,20 +1747,16 @@ DecodeResult Decoder::run() {
     open_inputs();
     params = decode_params_json(opts_);  // after open_inputs(), which names a bad --drop-bands first
   });
-  validity_pass();
-  collective_step(comm_, "building the sample table", [&] { build_table(); });
-  t_.phase("open + sample table");
   const std::string out = std::filesystem::absolute(opts_.out).lexically_normal().string();
   // ---- rank 0: lock, sources, reuse/refusal, temporary directory
   std::unique_ptr<LockFile> lock;
-  nlohmann::json decision, sources;
+  nlohmann::json decision = {{"action", "go"}}, sources;
   std::string tmp;
-  const std::uint64_t OB = static_cast<std::uint64_t>(opts_.pca > 0 ? opts_.pca : static_cast<int>(kept_.size()));
-  collective_step(comm_, "preparing the output", [&] {
-    if (rank_ != 0) return;
+  // Rank 0 takes the lock (once): leftovers of killed runs are dead then
+  const auto take_lock = [&] {
+    if (lock) return;
     std::filesystem::create_directories(parent_dir(out));
     lock = std::make_unique<LockFile>(out + ".lock");
-    // we hold the lock: leftovers of killed runs are dead
     const auto parent = std::filesystem::path(out).parent_path();
     const std::string base = std::filesystem::path(out).filename().string();
     for (const auto& e : std::filesystem::directory_iterator(parent)) {
@@ -1770,16 +1767,55 @@ DecodeResult Decoder::run() {
         std::filesystem::remove_all(e.path(), ec);
       }
     }
-    // An existing cache is reused or refused by comparing source hashes: hash now. Otherwise nothing needs
-    // the hashes before the manifest: the ranks compute them while they decode (SourceHasher).
+  };
+  // An existing cache is reused or refused by comparing source hashes: hash now (rank 0, holding the
+  // lock). Otherwise nothing needs the hashes before the manifest: the ranks compute them while they
+  // decode (SourceHasher).
+  const auto check_existing = [&] {
+    take_lock();
     sources = describe_sources();
-    if (std::filesystem::exists(out)) {
-      hash_sources(sources);
-      decision = decide(params, sources);
-      if (decision["action"] == "reuse") return;
-    } else {
-      decision = {{"action", "go"}};  // hashed beside the decode (below)
+    if (!std::filesystem::exists(out)) return;
+    hash_sources(sources);
+    decision = decide(params, sources);
+  };
+  // Every rank: rank 0's decision; a reused cache ends the run here, with its summary
+  const auto reused = [&]() -> std::optional<DecodeResult> {
+    if (comm_.bcast_string(rank_ == 0 ? decision.value("action", "go") : std::string()) != "reuse") return std::nullopt;
+    const std::string cs = comm_.bcast_string(rank_ == 0 ? decision.value("checksum", "") : std::string());
+    const std::uint64_t n =
+        std::stoull(comm_.bcast_string(rank_ == 0 ? std::to_string(decision.value("n_samples", std::uint64_t{0})) : std::string()));
+    const std::uint64_t pixels = comm_.allreduce_sum(bytes_read());  // the scenes' readers, all ranks
+    if (rank_ == 0) {
+      std::uint64_t hashed = 0;  // the sources' bytes read to compare them with the manifest's hashes
+      for (const auto& src : sources) hashed += src.value("hashed_bytes", src.value("size", std::uint64_t{0}));
+      std::cout << "decode skipped: cache is current (" << out << ", data_checksum " << cs << ")\n"
+                << "decode summary (" << R_ << " rank" << (R_ > 1 ? "s" : "") << ", " << seconds_since(t_total)
+                << " s wall): cache reused; read " << human_bytes(static_cast<double>(hashed))
+                << " (hashing the sources) and " << human_bytes(static_cast<double>(pixels))
+                << " of the scenes' pixels, decoded 0 samples, wrote 0 B\n";
     }
+    return DecodeResult{true, out, cs, n};
+  };
+  // A cache already there is checked before the validity pass and the sample table: reusing it then
+  // reads only what hashing the sources reads (the validity pass decodes every row of an unlabeled scene).
+  // Where there is none, the table's errors (zero samples, labels out of range) come before any write,
+  // even the lock file's.
+  t_.phase("open");
+  collective_step(comm_, "checking the cache already there", [&] {
+    if (rank_ == 0 && std::filesystem::exists(out)) check_existing();
+  });
+  if (auto r = reused()) return *r;
+  t_.phase("reuse check");
+  validity_pass();
+  collective_step(comm_, "building the sample table", [&] { build_table(); });
+  t_.phase("sample table");
+  const std::uint64_t OB = static_cast<std::uint64_t>(opts_.pca > 0 ? opts_.pca : static_cast<int>(kept_.size()));
+  collective_step(comm_, "preparing the output", [&] {
+    if (rank_ != 0) return;
+    // (a cache another job published meanwhile is checked now, under the lock)
+    if (!lock) check_existing();
+    if (decision["action"] == "reuse") return;
+    const auto parent = std::filesystem::path(out).parent_path();
     if (auto nfs = fs::network_fs_type(parent.string()))
       std::cerr << "decode: warning: " << out << " is on a network file system (" << *nfs
                 << "); caches belong on node-local disk (see hsipipe stage)\n";
@@ -1801,21 +1837,9 @@ DecodeResult Decoder::run() {
     tmp = out + ".tmp-" + job_id();
     if (!std::filesystem::create_directory(tmp)) throw IoError(tmp, "mkdir: already exists");
   });
-  const std::string action = comm_.bcast_string(rank_ == 0 ? decision.value("action", "go") : std::string());
-  if (action == "reuse") {
-    const std::string cs = comm_.bcast_string(rank_ == 0 ? decision.value("checksum", "") : std::string());
-    if (rank_ == 0) {
-      std::uint64_t hashed = 0;  // the sources' bytes read to compare them with the manifest's hashes
-      for (const auto& src : sources) hashed += src.value("hashed_bytes", src.value("size", std::uint64_t{0}));
-      std::cout << "decode skipped: cache is current (" << out << ", data_checksum " << cs << ")\n"
-                << "decode summary (" << R_ << " rank" << (R_ > 1 ? "s" : "") << ", " << seconds_since(t_total)
-                << " s wall): cache reused; read " << human_bytes(static_cast<double>(hashed))
-                << " (hashing the sources), decoded 0 samples, wrote 0 B\n";
-    }
-    return {true, out, cs, table_.size()};
-  }
+  if (auto r = reused()) return *r;
   tmp = comm_.bcast_string(tmp);
-  t_.phase("lock + reuse check");
+  t_.phase("lock + output directory");
   // ---- the collective decode into tmp; on failure rank 0 removes tmp
   try {
     plan();

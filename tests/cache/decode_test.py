@@ -471,6 +471,11 @@ def group_values(d):
         check(m["n_samples"] == 30 * 20 - 1 and np.all(a["labels"] == -1), "unlabeled: every valid pixel, label -1")
         check(close(a["samples"], data, "float32"), "unlabeled: values equal numpy (NaN pixel kept out)")
         check(not np.isnan(a["samples"]).any(), "unlabeled: the invalid pixel inside neighbours' patches is stored as 0")
+        # reused without the validity pass (which decodes every row of an unlabeled scene): only hashing reads
+        rc, log = run(["decode", "--scene", hdr2, "--out", out, "--no-progress", "--layout", "patch", "--patch", "3"], ranks=3)
+        check(rc == 0 and "decode skipped: cache is current" in log and
+              re.search(r"cache reused; read .* \(hashing the sources\) and 0 B of the scenes' pixels, decoded 0 samples", log),
+              "unlabeled: the reused cache reads no pixel of the scene", log)
     # NaN in one band of an unlabeled pixel next to a labeled one (a float32 scene): the pixel is invalid,
     # stored as 0 where a patch or the cube holds it; no NaN reaches the cache (training would learn NaN)
     lab = np.asarray(envi.open(gt).load())[:, :, 0]
@@ -672,7 +677,8 @@ def group_lifecycle(d):
     cs = manifest(out)["data_checksum"]
     rc, log = decode(hdr, gt, out, 2, common)
     check(rc == 0 and "decode skipped: cache is current" in log and
-          re.search(r"decode summary \(2 ranks, .* cache reused; read .* \(hashing the sources\), decoded 0 samples", log),
+          re.search(r"decode summary \(2 ranks, .* cache reused; read .* \(hashing the sources\) and 0 B of the scenes' "
+                    r"pixels, decoded 0 samples", log),
           "second decode reuses the cache, and says so in its summary", log)
     rc, log = decode(hdr, gt, out, 1, common + ["--dtype", "float16"])
     check(rc != 0 and "dtype" in log and "--force" in log, "different parameters are refused, naming dtype")
