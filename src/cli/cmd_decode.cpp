@@ -58,7 +58,7 @@ int run_decode(int argc, char** argv) {
         in.scene = io::SceneSpec::parse(scenes[i]);
         in.scene.axes = axes;
         in.name = names.empty() ? std::filesystem::path(in.scene.path).stem().string() : names[i];
-        if (names.empty() && scenes.size() > 1) in.name.append(1, '_').append(std::to_string(i));  // (GCC 12's -Wrestrict false positive on "_" + string)
+        if (names.empty() && scenes.size() > 1) in.name += "_" + std::to_string(i);
         if (!labels.empty()) {
           in.labels = io::SceneSpec::parse(labels[i]);
           in.labels->axes = axes;
