@@ -1708,10 +1708,13 @@ nlohmann::json Decoder::decide(const nlohmann::json& params, const nlohmann::jso
       std::vector<std::string> diffs;
       nlohmann::json old_params = old->manifest().value("params", nlohmann::json::object());
       // a cache from before the manifest recorded one spelling of --drop-bands: compared in that spelling
-      if (const auto it = old_params.find("drop_bands"); it != old_params.end() && it->is_string()) try {
+      // (a list this version cannot read stays as written, and differs)
+      if (const auto it = old_params.find("drop_bands"); it != old_params.end() && it->is_string()) {
+        try {
           *it = canonical_band_list(it->get<std::string>());
-        } catch (const ConfigError&) {  // not a list this version reads: it differs, as written
+        } catch (const ConfigError&) {
         }
+      }
       json_diff(old_params, params, "", diffs);
       for (auto& d : diffs) d = "parameter " + d;
       for (auto& d : source_diff(old->manifest().at("sources"), sources)) diffs.push_back(d);
@@ -1780,10 +1783,9 @@ DecodeResult Decoder::run() {
   };
   // Every rank: rank 0's decision; a reused cache ends the run here, with its summary
   const auto reused = [&]() -> std::optional<DecodeResult> {
-    if (comm_.bcast_string(rank_ == 0 ? decision.value("action", "go") : std::string()) != "reuse") return std::nullopt;
-    const std::string cs = comm_.bcast_string(rank_ == 0 ? decision.value("checksum", "") : std::string());
-    const std::uint64_t n =
-        std::stoull(comm_.bcast_string(rank_ == 0 ? std::to_string(decision.value("n_samples", std::uint64_t{0})) : std::string()));
+    const auto d = nlohmann::json::parse(comm_.bcast_string(rank_ == 0 ? decision.dump() : std::string()));
+    if (d.value("action", "go") != "reuse") return std::nullopt;
+    const std::string cs = d.value("checksum", "");
     const std::uint64_t pixels = comm_.allreduce_sum(bytes_read());  // the scenes' readers, all ranks
     if (rank_ == 0) {
       std::uint64_t hashed = 0;  // the sources' bytes read to compare them with the manifest's hashes
@@ -1794,7 +1796,7 @@ DecodeResult Decoder::run() {
                 << " (hashing the sources) and " << human_bytes(static_cast<double>(pixels))
                 << " of the scenes' pixels, decoded 0 samples, wrote 0 B\n";
     }
-    return DecodeResult{true, out, cs, n};
+    return DecodeResult{true, out, cs, d.value("n_samples", std::uint64_t{0})};
   };
   // A cache already there is checked before the validity pass and the sample table: reusing it then
   // reads only what hashing the sources reads (the validity pass decodes every row of an unlabeled scene).

@@ -69,8 +69,8 @@ struct DecodeResult {
 /// COLLECTIVE. Throws (on every rank) ConfigError for bad options before anything is written.
 DecodeResult decode(const DecodeOptions& opts, const dist::Comm& comm);
 
-/// The parameters a cache is built from, as stored in manifest["params"] (compared for reuse); drop_bands
-/// in one spelling (canonical_band_list), so that ConfigError is thrown for a malformed --drop-bands.
+/// The parameters a cache is built from, as stored in manifest["params"] (compared for reuse), drop_bands
+/// in one spelling (canonical_band_list). Throws ConfigError for a malformed --drop-bands.
 nlohmann::json decode_params_json(const DecodeOptions& opts);
 
 struct VerifyOptions {

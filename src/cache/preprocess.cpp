@@ -39,6 +39,9 @@ Border border_from_name(const std::string& s) {
 }
 
 namespace {
+/// "A-B", or "A" when the range is one band
+std::string range_text(long a, long b) { return a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b); }
+
 /// The ranges of a --drop-bands list as written, 1-based and inclusive, in order; syntax errors and
 /// reversed ranges throw ConfigError naming --drop-bands (the bands' range is the caller's check)
 std::vector<std::pair<long, long>> parse_band_ranges(const std::string& text) {
@@ -80,8 +83,7 @@ std::vector<int> parse_band_list(const std::string& text, int nbands) {
   std::vector<int> out;
   for (const auto& [a, b] : parse_band_ranges(text)) {
     if (b > nbands)
-      throw ConfigError("--drop-bands: band " + std::to_string(b) + " (in '" +
-                        (a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b)) +
+      throw ConfigError("--drop-bands: band " + std::to_string(b) + " (in '" + range_text(a, b) +
                         "') is out of range: the scenes have bands 1.." + std::to_string(nbands));
     for (long x = a; x <= b; ++x) out.push_back(static_cast<int>(x - 1));
   }
@@ -98,7 +100,7 @@ std::string canonical_band_list(const std::string& text) {
     auto [a, b] = r[i];
     for (++i; i < r.size() && r[i].first <= b + 1; ++i) b = std::max(b, r[i].second);  // overlapping or adjacent
     if (!out.empty()) out += ',';
-    out += a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b);
+    out += range_text(a, b);
   }
   return out;
 }
