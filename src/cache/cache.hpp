@@ -40,6 +40,7 @@
 //
 // Readers (everything here) are rank-local unless marked COLLECTIVE.
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +97,25 @@ class CacheReader {
   std::string dir_;
   nlohmann::json manifest_;
 };
+
+/// A local source a manifest records, as it is now (remote sources are not looked at here: verify asks
+/// their server).
+struct SourceNow {
+  enum class State { current, touched, missing, changed };
+  std::string path;
+  State state = State::current;
+  std::string what;  ///< changed: what differs ("size 10, manifest says 12"); touched: what is the same
+};
+/// Each local source of `sources` (a manifest's list) against the file now: size and mtime. A file whose
+/// mtime changed but not its size is hashed as decode hashed it (core/hash.hpp): the same content is
+/// `touched` (e.g. copied with a new time), not `changed`. `deep`: every file is hashed. Rank-local.
+std::vector<SourceNow> local_sources_now(const nlohmann::json& sources, bool deep);
+
+/// For the commands that use a cache (folds, train): throws StaleError, naming the cache, the
+/// source and what differs, when a local source changed since the decode (a stale cache is not used by
+/// mistake; hsipipe decode rebuilds it). A missing source (a copy used where its scenes are not) and a
+/// touched one are noted in `notes` when given. Rank-local: every rank of a collective step may call it.
+void require_current_sources(const CacheReader& cache, std::ostream* notes);
 
 /// Recomputes data_checksum from the stored bytes (reads every array once, streaming). Rank-local;
 /// used by `hsipipe verify` and `hsipipe stage`. Compare with CacheReader::data_checksum().

@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "cache/h5util.hpp"
+#include "cache/publish.hpp"
 #include "cache/sink.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -119,12 +120,6 @@ std::string parent_dir(const std::string& path) {
   return p.string();
 }
 
-/// Names a job's temporary and old directories: the Slurm job id, else the host; and the process id.
-std::string job_id() {
-  if (const char* j = std::getenv("SLURM_JOB_ID"); j && *j) return std::string(j) + "-" + std::to_string(::getpid());
-  return fs::hostname() + "-" + std::to_string(::getpid());
-}
-
 /// Publishes directory `tmp` as `out` (same parent). When `out` exists (--force), the two are swapped in one
 /// step (renameat2 RENAME_EXCHANGE: at every moment `out` is a whole cache, the old one or the new one) and
 /// the old one, now at `tmp`, is removed; a crash before that leaves it as a `.tmp-*` directory, which the
@@ -154,7 +149,7 @@ void publish_dir(const std::string& tmp, const std::string& out) {
     }
     if (e != EINVAL && e != ENOSYS && e != ENOTSUP) throw IoError(out, "renameat2 (exchange with " + tmp + ")", e);
   }
-  const std::string old = out + ".old-" + job_id();
+  const std::string old = job_copy_name(out, "old");
   std::filesystem::rename(out, old);
   try {
     std::filesystem::rename(tmp, out);
@@ -247,7 +242,7 @@ class Decoder {
   void validity_pass();
   void build_table();
   nlohmann::json describe_sources() const;
-  nlohmann::json decide(const nlohmann::json& params, const nlohmann::json& sources);
+  nlohmann::json decide(const std::string& out, const nlohmann::json& params, const nlohmann::json& sources);
   void plan();
   void read_window(int s, std::size_t rr0, std::size_t rr1, RowWindow& w);
   void read_kept_rows(int s, std::size_t r0, std::size_t r1, float* out);
@@ -1682,7 +1677,13 @@ std::vector<std::string> source_diff(const nlohmann::json& old_src, const nlohma
   for (const auto& [p, s] : n) {
     auto it = o.find(p);
     if (it == o.end()) { out.push_back("source " + p + ": new"); continue; }
+    // a file given a new time but not new bytes (copied, touched) is the same source: its content hash,
+    // which decode compares anyway, says so
+    const bool same_bytes = !s.value("remote", false) && !s.value("xxh3", "").empty() &&
+                            it->second.value("xxh3", "") == s.value("xxh3", "") &&
+                            it->second.value("size", nlohmann::json()) == s.value("size", nlohmann::json());
     for (const char* k : {"size", "mtime_ns", "xxh3", "etag", "last_modified"}) {
+      if (same_bytes && std::strcmp(k, "mtime_ns") == 0) continue;
       if (it->second.value(k, nlohmann::json()) != s.value(k, nlohmann::json()))
         out.push_back("source " + p + ": " + k + " " + it->second.value(k, nlohmann::json()).dump() + " -> " +
                       s.value(k, nlohmann::json()).dump());
@@ -1693,10 +1694,20 @@ std::vector<std::string> source_diff(const nlohmann::json& old_src, const nlohma
   return out;
 }
 
-nlohmann::json Decoder::decide(const nlohmann::json& params, const nlohmann::json& sources) {
+nlohmann::json Decoder::decide(const std::string& out, const nlohmann::json& params, const nlohmann::json& sources) {
   // rank 0 only; returns {"action": go|reuse, "tmp": ...}; throws on refusal
-  const std::string out = opts_.out;
-  if (std::filesystem::exists(out)) {
+  if (std::filesystem::exists(std::filesystem::symlink_status(out))) {
+    // What is not a cache is never replaced, --force or not (a folder of scenes given as --out by mistake)
+    if (const std::string why_not = why_not_replaceable(out); !why_not.empty())
+      throw StaleError(out + ": exists and " + why_not + "; decode replaces only a cache (even with --force): "
+                             "move it away or choose another --out");
+    // nor one that holds a source of this decode
+    for (const auto& src : sources) {
+      if (src.value("remote", false)) continue;
+      const std::string p = std::filesystem::absolute(src.value("path", "")).lexically_normal().string();
+      if (p == out || p.rfind(out + "/", 0) == 0)
+        throw ConfigError(out + ": holds the source " + p + " of this decode; choose another --out");
+    }
     std::optional<CacheReader> old;
     std::string why;
     try {
@@ -1750,7 +1761,17 @@ DecodeResult Decoder::run() {
     open_inputs();
     params = decode_params_json(opts_);  // after open_inputs(), which names a bad --drop-bands first
   });
-  const std::string out = std::filesystem::absolute(opts_.out).lexically_normal().string();
+  // --out as rank 0 sees it (destination_path): no trailing '/', a symbolic link's target
+  std::string out;
+  collective_step(comm_, "resolving --out", [&] {
+    if (rank_ != 0) return;
+    out = destination_path(opts_.out);
+    std::string given = opts_.out;
+    while (given.size() > 1 && given.back() == '/') given.pop_back();
+    if (std::filesystem::is_symlink(given))
+      std::cerr << "decode: --out " << opts_.out << " is a symbolic link: building its target " << out << "\n";
+  });
+  out = comm_.bcast_string(out);
   // ---- rank 0: lock, sources, reuse/refusal, temporary directory
   std::unique_ptr<LockFile> lock;
   nlohmann::json decision = {{"action", "go"}}, sources;
@@ -1760,16 +1781,9 @@ DecodeResult Decoder::run() {
     if (lock) return;
     std::filesystem::create_directories(parent_dir(out));
     lock = std::make_unique<LockFile>(out + ".lock");
-    const auto parent = std::filesystem::path(out).parent_path();
-    const std::string base = std::filesystem::path(out).filename().string();
-    for (const auto& e : std::filesystem::directory_iterator(parent)) {
-      const std::string n = e.path().filename().string();
-      if (n.rfind(base + ".tmp-", 0) == 0 || n.rfind(base + ".old-", 0) == 0) {
-        std::cerr << "decode: removing " << e.path().string() << " (left by an interrupted decode)\n";
-        std::error_code ec;
-        std::filesystem::remove_all(e.path(), ec);
-      }
-    }
+    remove_job_copies(out, [](const std::string& p) {
+      std::cerr << "decode: removing " << p << " (left by an interrupted decode)\n";
+    });
   };
   // An existing cache is reused or refused by comparing source hashes: hash now (rank 0, holding the
   // lock). Otherwise nothing needs the hashes before the manifest: the ranks compute them while they
@@ -1779,7 +1793,7 @@ DecodeResult Decoder::run() {
     sources = describe_sources();
     if (!std::filesystem::exists(out)) return;
     hash_sources(sources);
-    decision = decide(params, sources);
+    decision = decide(out, params, sources);
   };
   // Every rank: rank 0's decision; a reused cache ends the run here, with its summary
   const auto reused = [&]() -> std::optional<DecodeResult> {
@@ -1836,7 +1850,7 @@ DecodeResult Decoder::run() {
       throw ConfigError("decode: the " + layout_name(opts_.layout) + " cache needs " + human_bytes(static_cast<double>(need)) +
                         " but " + parent.string() + " has " + human_bytes(static_cast<double>(free)) + " free" +
                         (opts_.layout == Layout::patch ? " (use --layout cube: patches are cut at load time)" : ""));
-    tmp = out + ".tmp-" + job_id();
+    tmp = job_copy_name(out, "tmp");
     if (!std::filesystem::create_directory(tmp)) throw IoError(tmp, "mkdir: already exists");
   });
   if (auto r = reused()) return *r;

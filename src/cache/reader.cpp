@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cache/cache.hpp"
+#include "cache/publish.hpp"
 #include "cache/h5util.hpp"
 #include "cache/npy.hpp"
 #include "core/error.hpp"
@@ -94,12 +95,13 @@ CacheReader CacheReader::open(const std::string& dir) {
     if (std::filesystem::exists(c.dir_)) throw StaleError(c.dir_ + ": not a cache directory");
     throw StaleError(c.dir_ + ": no such cache (run hsipipe decode first)");
   }
-  if (!std::filesystem::exists(mpath)) {
-    throw StaleError(c.dir_ + ": not a complete cache: manifest.json is missing" +
-                     std::string(c.dir_.find(".tmp-") != std::string::npos
-                                     ? " (this is the temporary directory of an unfinished or failed decode)"
-                                     : ""));
+  // A job's temporary or replaced copy (publish.hpp) is never a published cache, even when complete: one
+  // killed in the middle of publishing leaves the old cache, or the new one, under such a name.
+  if (is_job_copy(c.dir_)) {
+    throw StaleError(c.dir_ + ": the temporary or replaced copy of a decode or stage that did not finish, not a "
+                              "published cache (the next decode or stage of that cache removes it)");
   }
+  if (!std::filesystem::exists(mpath)) throw StaleError(c.dir_ + ": not a complete cache: manifest.json is missing");
   try {
     c.manifest_ = nlohmann::json::parse(fs::read_text(mpath));
   } catch (const nlohmann::json::exception& e) {

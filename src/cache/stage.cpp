@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/cache.hpp"
+#include "cache/publish.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/hash.hpp"
@@ -287,13 +288,7 @@ StageResult stage(const std::string& src_in, const std::string& dest_in, const S
   FileLock lock(dest.string() + ".lock", opt, res.seconds_waiting);
 
   // Leftovers of callers that died while holding the lock.
-  for (const auto& e : stdfs::directory_iterator(parent, ec)) {
-    const std::string name = e.path().filename().string(), base = dest.filename().string();
-    if (name.rfind(base + ".tmp-", 0) == 0 || name.rfind(base + ".old-", 0) == 0) {
-      log("removing leftover " + e.path().string());
-      stdfs::remove_all(e.path(), ec);
-    }
-  }
+  remove_job_copies(dest.string(), [&](const std::string& p) { log("removing leftover " + p); });
 
   const auto files = list_files(src.string());
   std::uint64_t total = 0;
@@ -304,11 +299,9 @@ StageResult stage(const std::string& src_in, const std::string& dest_in, const S
   if (stdfs::exists(dest)) {
     // Only a copy (its stage record) or a cache (its manifest) is ever replaced; an empty folder too. Any
     // other file or folder there is the user's: refused, never removed.
-    const bool ours = stdfs::is_directory(dest) && (stdfs::exists(dest / kStageRecord) || stdfs::exists(dest / "manifest.json") ||
-                                                    stdfs::is_empty(dest));
-    if (!ours) {
-      throw ConfigError("DEST " + dest.string() + " exists and is not a cache or a staged copy (no " + kStageRecord +
-                        ", no manifest.json): stage replaces only those; remove it or choose another DEST");
+    if (const std::string why_not = why_not_replaceable(dest.string()); !why_not.empty()) {
+      throw ConfigError("DEST " + dest.string() + " exists and " + why_not + " (nor " + kStageRecord +
+                        "): it is not a cache or a staged copy, the only things stage replaces; remove it or choose another DEST");
     }
     const auto t0 = Clock::now();
     const std::string problem = staged_copy_problem(src_manifest, dest.string());
@@ -321,7 +314,7 @@ StageResult stage(const std::string& src_in, const std::string& dest_in, const S
     res.action = StageAction::replaced;
     res.replaced_reason = problem;
     log("existing copy is not valid: " + problem + "; replacing it");
-    const std::string old = dest.string() + ".old-" + std::to_string(::getpid());
+    const std::string old = job_copy_name(dest.string(), "old");
     if (::rename(dest.c_str(), old.c_str()) != 0) throw IoError(dest.string(), "rename to " + old, errno);
     stdfs::remove_all(old, ec);  // readers that still map files of the old copy keep their inodes
   }
@@ -331,7 +324,7 @@ StageResult stage(const std::string& src_in, const std::string& dest_in, const S
     throw IoError(parent.string(), "not enough space to stage " + src.string() + ": needs " + mb(total) + ", " + mb(free) + " free");
   }
 
-  TempDir tmp(dest.string() + ".tmp-" + fs::hostname() + "-" + std::to_string(::getpid()));
+  TempDir tmp(job_copy_name(dest.string(), "tmp"));
   const auto t_copy = Clock::now();
   std::vector<FileEntry> copied = files;
   for (auto& f : copied) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
+#include <ostream>
 #include <random>
 #include <set>
 
@@ -119,44 +120,38 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
   // 1. sources
   int checked = 0;
   for (const auto& s : m.at("sources")) {
+    if (!s.is_object()) {  // decode writes {path, size, ...}; anything else describes no file
+      rep.problems.push_back("manifest sources: an entry that names no file: " + s.dump());
+      continue;
+    }
+    if (!s.value("remote", false)) continue;  // local sources: local_sources_now, below
     const std::string p = s.value("path", "");
-    if (s.value("remote", false)) {
-      // Re-read the identity (HEAD + the first 64 KiB): size, ETag, Last-Modified, header hash.
-      try {
-        const auto id = io::open_scene(io::SceneSpec::parse(p))->source_identity();
-        if (!id) {
-          rep.problems.push_back("source " + p + ": no longer opens as a remote scene");
-        } else {
-          if (id->size != s.value("size", std::uint64_t{0}))
-            rep.problems.push_back("source " + p + ": size " + std::to_string(id->size) + ", manifest says " +
-                                   std::to_string(s.value("size", std::uint64_t{0})));
-          for (const char* k : {"etag", "last_modified"}) {
-            const std::string was = s.value(k, ""), now = k[0] == 'e' ? id->etag : id->last_modified;
-            if (!was.empty() && was != now) rep.problems.push_back("source " + p + ": " + k + " " + now + ", manifest says " + was);
-          }
-          if (id->content_hash != s.value("xxh3", ""))
-            rep.problems.push_back("source " + p + ": content hash " + id->content_hash + ", manifest says " + s.value("xxh3", ""));
+    // Re-read the identity (HEAD + the first 64 KiB): size, ETag, Last-Modified, header hash.
+    try {
+      const auto id = io::open_scene(io::SceneSpec::parse(p))->source_identity();
+      if (!id) {
+        rep.problems.push_back("source " + p + ": no longer opens as a remote scene");
+      } else {
+        if (id->size != s.value("size", std::uint64_t{0}))
+          rep.problems.push_back("source " + p + ": size " + std::to_string(id->size) + ", manifest says " +
+                                 std::to_string(s.value("size", std::uint64_t{0})));
+        for (const char* k : {"etag", "last_modified"}) {
+          const std::string was = s.value(k, ""), now = k[0] == 'e' ? id->etag : id->last_modified;
+          if (!was.empty() && was != now) rep.problems.push_back("source " + p + ": " + k + " " + now + ", manifest says " + was);
         }
-      } catch (const Error& e) {
-        rep.problems.push_back("source " + p + ": " + e.what());
+        if (id->content_hash != s.value("xxh3", ""))
+          rep.problems.push_back("source " + p + ": content hash " + id->content_hash + ", manifest says " + s.value("xxh3", ""));
       }
-      ++checked;
-      continue;
+    } catch (const Error& e) {
+      rep.problems.push_back("source " + p + ": " + e.what());
     }
-    if (!std::filesystem::exists(p)) {
-      rep.problems.push_back("source " + p + ": missing");
-      continue;
-    }
-    const auto st = fs::stat_file(p);
-    if (st.size != s.value("size", std::uint64_t{0}))
-      rep.problems.push_back("source " + p + ": size " + std::to_string(st.size) + ", manifest says " +
-                             std::to_string(s.value("size", std::uint64_t{0})));
-    if (st.mtime_ns != s.value("mtime_ns", std::int64_t{0}))
-      rep.problems.push_back("source " + p + ": modified since the decode (mtime differs)");
-    if (opts.deep) {
-      const std::string h = hex64(xxh3_chunked_file(p));  // as decode hashes sources (core/hash.hpp)
-      if (h != s.value("xxh3", "")) rep.problems.push_back("source " + p + ": content hash " + h + ", manifest says " + s.value("xxh3", ""));
-    }
+    ++checked;
+  }
+  for (const auto& now : local_sources_now(m.at("sources"), opts.deep)) {
+    if (now.state == SourceNow::State::missing || now.state == SourceNow::State::changed)
+      rep.problems.push_back("source " + now.path + ": " + now.what);
+    else if (now.state == SourceNow::State::touched)
+      rep.notes.push_back("source " + now.path + ": " + now.what);
     ++checked;
   }
   rep.notes.push_back("sources: " + std::to_string(checked) + " checked (size, mtime" + (opts.deep ? ", xxh3" : "") + ")");
@@ -248,6 +243,56 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
   rep.notes.push_back(std::to_string(compared) + (layout == Layout::cube ? " cube rows" : " samples") +
                       " re-decoded from the sources: " + std::to_string(compared - bad) + " identical");
   return rep;
+}
+
+std::vector<SourceNow> local_sources_now(const nlohmann::json& sources, bool deep) {
+  std::vector<SourceNow> out;
+  for (const auto& s : sources) {
+    if (!s.is_object() || s.value("remote", false) || !s.contains("path")) continue;  // no local file to compare
+    SourceNow now;
+    now.path = s.value("path", "");
+    const std::uint64_t size = s.value("size", std::uint64_t{0});
+    const std::int64_t mtime = s.value("mtime_ns", std::int64_t{0});
+    const std::string xxh3 = s.value("xxh3", "");
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(now.path, ec)) {
+      now.state = SourceNow::State::missing;
+      now.what = std::filesystem::exists(now.path, ec) ? "no longer a regular file" : "missing";
+      out.push_back(std::move(now));
+      continue;
+    }
+    const auto st = fs::stat_file(now.path);
+    if (st.size != size) {
+      now.state = SourceNow::State::changed;
+      now.what = "modified since the decode: size " + std::to_string(st.size) + ", manifest says " + std::to_string(size);
+    } else if (deep || st.mtime_ns != mtime) {
+      const std::string h = hex64(xxh3_chunked_file(now.path));  // as decode hashes sources (core/hash.hpp)
+      if (h != xxh3) {
+        now.state = SourceNow::State::changed;
+        now.what = "modified since the decode: content hash " + h + ", manifest says " + xxh3 +
+                   (st.mtime_ns != mtime ? ", mtime differs" : ", same size and mtime");
+      } else if (st.mtime_ns != mtime) {
+        now.state = SourceNow::State::touched;
+        now.what = "mtime differs from the manifest's, content the same (xxh3 " + h + ")";
+      }
+    }
+    out.push_back(std::move(now));
+  }
+  return out;
+}
+
+void require_current_sources(const CacheReader& cache, std::ostream* notes) {
+  for (const auto& now : local_sources_now(cache.manifest().at("sources"), false)) {
+    if (now.state == SourceNow::State::changed)
+      throw StaleError(cache.dir() + ": stale cache: its source " + now.path + " was " + now.what +
+                       "; decode again (hsipipe decode refuses it, or with --force rebuilds it), see hsipipe verify");
+    if (!notes) continue;
+    if (now.state == SourceNow::State::missing)
+      *notes << "note: cache " << cache.dir() << ": source " << now.path << " " << now.what
+             << " here; the cache is used as decoded (hsipipe verify needs the sources)\n";
+    else if (now.state == SourceNow::State::touched)
+      *notes << "note: cache " << cache.dir() << ": source " << now.path << ": " << now.what << "\n";
+  }
 }
 
 }  // namespace hsipipe::cache

@@ -35,6 +35,7 @@ struct LoadedTable {
 
 LoadedTable load_cache(const std::string& dir) {
   const auto reader = cache::CacheReader::open(dir);
+  cache::require_current_sources(reader, &std::cerr);  // folds of a stale cache would train on old data
   cache::SampleTable t = reader.read_sample_table();
   LoadedTable out;
   out.scene = std::move(t.scene);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/command.hpp"
@@ -57,6 +58,10 @@ int main(int argc, char** argv) {
   } catch (const hsipipe::Error& e) {
     std::cerr << "hsipipe " << it->name << ": error: " << e.what() << "\n";
     return e.exit_code();
+  } catch (const std::filesystem::filesystem_error& e) {
+    const hsipipe::IoError io = hsipipe::io_error_from(e);
+    std::cerr << "hsipipe " << it->name << ": error: " << io.what() << "\n";
+    return io.exit_code();
   } catch (const std::exception& e) {
     std::cerr << "hsipipe " << it->name << ": error: " << e.what() << "\n";
     return 1;

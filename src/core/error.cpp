@@ -12,4 +12,12 @@ IoError::IoError(const std::string& path, const std::string& op, int err)
 
 IoError::IoError(const std::string& path, const std::string& what) : Error(path + ": " + what) {}
 
+IoError io_error_from(const std::filesystem::filesystem_error& e) {
+  std::string w = e.what();  // "filesystem error: cannot rename: Invalid argument [p1] [p2]"
+  if (const std::string pre = "filesystem error: "; w.rfind(pre, 0) == 0) w.erase(0, pre.size());
+  if (const auto b = w.find(" ["); b != std::string::npos) w.erase(b);
+  if (!e.path2().empty()) w += " (with " + e.path2().string() + ")";
+  return IoError(e.path1().empty() ? std::string("(no path)") : e.path1().string(), w);
+}
+
 }  // namespace hsipipe

@@ -1,6 +1,7 @@
 #pragma once
 // core/error: one base Error and one subclass per area. Every user-facing error names the
 // file (or object) and the field it concerns, so a message alone tells the user what to fix.
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -46,6 +47,10 @@ class StaleError : public Error {
   using Error::Error;
   int exit_code() const noexcept override { return 5; }
 };
+
+/// std::filesystem's error (create_directories, rename, ...) as an IoError naming the path first:
+/// "PATH: cannot create directories: Not a directory".
+IoError io_error_from(const std::filesystem::filesystem_error& e);
 
 class MpiError : public Error {
  public:

@@ -4,6 +4,7 @@
 // print those errors.
 #include <cstdint>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ void collective_step(const Comm& comm, const std::string& what, F&& f) {
   } catch (const Error& e) {
     err = std::current_exception();
     code = e.exit_code() != 0 ? e.exit_code() : 1;
+  } catch (const std::filesystem::filesystem_error& e) {  // named like any I/O error, exit code 4
+    const IoError io = io_error_from(e);
+    err = std::make_exception_ptr(io);
+    code = io.exit_code();
   } catch (...) {
     err = std::current_exception();
     code = 1;

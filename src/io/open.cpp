@@ -28,6 +28,9 @@ std::unique_ptr<Scene> open_scene(const SceneSpec& spec) {
   if (!is_remote(spec.path) && !std::filesystem::exists(spec.path)) {
     throw IoError(spec.path, "no such file");
   }
+  // a FIFO (or a process substitution, /dev/fd/N) would block the open below forever, and is read once
+  if (!is_remote(spec.path) && !std::filesystem::is_regular_file(spec.path))
+    throw IoError(spec.path, "not a regular file (a directory, pipe or device); scenes and labels are read from files");
   const std::string ext = lower_ext(spec.path);
   if (ext == ".mat") return open_matlab(spec);
   if (ext == ".h5" || ext == ".hdf5" || ext == ".he5") return open_hdf5(spec);

@@ -55,6 +55,14 @@ LabelImage read_labels(const SceneSpec& spec) {
     // finite, within +-2e9 (so the conversion is defined) and integral; no floor(): a libm call per pixel
     const bool in_range = std::fabs(v) <= 2.0e9f;  // false for NaN and infinities too
     const std::int32_t iv = in_range ? static_cast<std::int32_t>(v) : 0;
+    // read_rows() gives float32, exact for integers below 2^24 only: a larger id (int32 and uint32 label
+    // rasters) may have been rounded to a neighbour, and is refused rather than stored changed
+    if (in_range && std::fabs(v) >= 16777216.0f) {
+      throw FormatError(spec.str(), "label value",
+                        "pixel (row " + std::to_string(i / img.cols) + ", col " + std::to_string(i % img.cols) +
+                            ") holds a class id of magnitude 2^24 = 16777216 or more (about " + std::to_string(static_cast<long long>(v)) +
+                            "); class ids must be below 16777216");
+    }
     if (!in_range || static_cast<float>(iv) != v) {
       throw FormatError(spec.str(), "label value",
                         "pixel (row " + std::to_string(i / img.cols) + ", col " + std::to_string(i % img.cols) +

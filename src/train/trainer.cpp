@@ -184,6 +184,7 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
     }
 
     cache.emplace(cache::CacheReader::open(opt.cache));
+    cache::require_current_sources(*cache, root ? &log : nullptr);  // a stale cache is refused on every rank
     folds = folds::load_folds(opt.folds);
     table = cache->read_sample_table();
     if (folds.n_samples != cache->n_samples()) {

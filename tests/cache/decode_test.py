@@ -74,14 +74,14 @@ def make_scene(d, name, H=60, W=50, B=40, seed=1, classes=4, labeled_frac=0.4, i
     return os.path.join(d, name + ".hdr"), os.path.join(d, name + "_gt.hdr")
 
 
-def run(args, ranks=1, env=None, check_rc=None):
+def run(args, ranks=1, env=None, check_rc=None, timeout=None):
     cmd = [MPIEXEC, "-n", str(ranks), "--oversubscribe", BIN] + args if ranks else [BIN] + args
     e = dict(os.environ)
     e.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
               "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMPI_MCA_btl_vader_single_copy_mechanism": "none"})
     if env:
         e.update(env)
-    p = subprocess.run(cmd, capture_output=True, text=True, env=e)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
     out = p.stdout + p.stderr
     if check_rc is not None and p.returncode != check_rc:
         print("---- command:", " ".join(cmd), "rc", p.returncode)
@@ -783,7 +783,7 @@ def group_lifecycle(d):
         for t in [kout] + glob.glob(kout + ".tmp-*"):
             if t != kout:
                 rc, log = run(["verify", t], ranks=0)
-                check(rc != 0 and "manifest.json is missing" in log, "%s: verify/CacheReader::open refuse %s" % (backend, t))
+                check(rc != 0 and "did not finish" in log, "%s: verify/CacheReader::open refuse %s" % (backend, t), log)
             rc, log = run(["folds", "--cache", t, "--k", "3", "--out", os.path.join(d, "killed_folds.json")], ranks=0)
             check(rc != 0 and not os.path.exists(os.path.join(d, "killed_folds.json")),
                   "%s: folds refuses %s (rc %d)" % (backend, t, rc), log)
@@ -792,6 +792,77 @@ def group_lifecycle(d):
         rc, log = run(["verify", kout], ranks=0)
         check(rc == 0, "%s: verify accepts the rerun" % backend)
     check_progress(d)
+    check_paths_and_staleness(d)
+
+
+def check_paths_and_staleness(d):
+    """What --out may name and what --force may replace; leftovers; consumers (folds, train) and a stale
+    cache; a source given a new time but not new bytes."""
+    sd = os.path.join(d, "src_paths")
+    os.makedirs(sd)
+    hdr, gt = make_scene(sd, "p", H=30, W=24, B=12, seed=7)
+    # --force never replaces what is not a cache: here the folder of the scenes
+    keep = sorted(os.listdir(sd))
+    rc, log = decode(hdr, gt, sd, 2, ["--force"])
+    check(rc != 0 and "holds no manifest.json" in log and sorted(os.listdir(sd)) == keep,
+          "--force with --out the scenes' folder: refused, nothing removed", log)
+    # a trailing '/': the cache is published at the path without it, and reused through either spelling
+    out = os.path.join(d, "slash")
+    rc, log = decode(hdr, gt, out + "/", 2)
+    check(rc == 0 and os.path.isfile(os.path.join(out, "manifest.json")) and os.path.exists(out + ".lock"),
+          "--out with a trailing '/': published, its lock beside it", log)
+    rc, log = decode(hdr, gt, out, 1)
+    check(rc == 0 and "decode skipped" in log, "... and reused without the '/'", log)
+    # a symbolic link: its target is replaced, the link stays
+    link = os.path.join(d, "link")
+    os.symlink(out, link)
+    rc, log = decode(hdr, gt, link, 2, ["--force", "--dtype", "float16"])
+    check(rc == 0 and os.path.islink(link) and manifest(out)["dtype"] == "float16" and "symbolic link" in log,
+          "--out a symbolic link: its target rebuilt, the link kept", log)
+    # leftovers: only the names a job gives its copies are removed (under the lock)
+    os.makedirs(out + ".old-keep")
+    os.makedirs(out + ".tmp-deadhost-4242")
+    shutil.copytree(out, out + ".tmp-deadhost-4243")  # a complete copy: a job killed while publishing
+    for t in (out + ".tmp-deadhost-4243",):
+        rc, log = run(["verify", t], ranks=0)
+        check(rc != 0 and "did not finish" in log, "verify refuses a complete job copy by its name", log)
+        rc, log = run(["folds", "--cache", t, "--k", "3", "--out", os.path.join(d, "copy_folds.json")], ranks=0)
+        check(rc != 0 and "did not finish" in log, "folds refuses it too", log)
+    rc, log = decode(hdr, gt, out, 1, ["--dtype", "float16"])
+    check(rc == 0 and "decode skipped" in log and os.path.isdir(out + ".old-keep") and
+          not os.path.exists(out + ".tmp-deadhost-4242") and not os.path.exists(out + ".tmp-deadhost-4243"),
+          "a job's leftovers removed, a user's out.old-keep kept", log)
+    # a source touched (new time, same bytes): the cache is still current for decode, verify and folds
+    img = hdr[:-4] + ".img"
+    st = os.stat(img)
+    os.utime(img, ns=(st.st_atime_ns, st.st_mtime_ns + 5 * 10**9))
+    rc, log = decode(hdr, gt, out, 2, ["--dtype", "float16"])
+    check(rc == 0 and "decode skipped" in log, "a touched source: the cache is reused", log)
+    rc, log = run(["verify", out], ranks=0)
+    check(rc == 0 and "content the same" in log, "verify: OK, noting the touched source", log)
+    fj = os.path.join(d, "paths_folds.json")
+    rc, log = run(["folds", "--cache", out, "--k", "3", "--out", fj], ranks=0)
+    check(rc == 0 and os.path.exists(fj), "folds of the touched source's cache", log)
+    # a source changed (same size): folds and train refuse the stale cache, naming it and the file
+    with open(img, "r+b") as f:
+        f.seek(64)
+        b = f.read(1)
+        f.seek(64)
+        f.write(bytes([b[0] ^ 0x10]))
+    rc, log = run(["folds", "--cache", out, "--k", "3", "--out", os.path.join(d, "stale_folds.json")], ranks=0)
+    check(rc != 0 and "stale cache" in log and img in log and not os.path.exists(os.path.join(d, "stale_folds.json")),
+          "folds refuses a stale cache, naming the source", log)
+    rc, log = run(["train", "--cache", out, "--folds", fj, "--model", "mlp", "--fold", "0", "--epochs", "1",
+                   "--device", "cpu", "--out", os.path.join(d, "stale_run")], ranks=2)
+    check(rc != 0 and "stale cache" in log and img in log, "train refuses it on 2 ranks", log)
+    rc, log = decode(hdr, gt, out, 2, ["--dtype", "float16", "--force"])
+    check(rc == 0 and "replacing" in log, "--force rebuilds it", log)
+    # a source missing where the cache is used (a copy on another node): used, with a note
+    moved = os.path.join(d, "src_paths_moved")
+    os.rename(sd, moved)
+    rc, log = run(["folds", "--cache", out, "--k", "3", "--out", fj], ranks=0)
+    check(rc == 0 and "missing here" in log, "folds of a cache whose sources are not here: used, noted", log)
+    os.rename(moved, sd)
 
 
 def check_progress(d):
@@ -860,6 +931,17 @@ def group_errors(d):
     check_full_disk(d)
 
 
+def bad_labels(d, hdr, name, lab, envi_type, says, pixel, what):
+    """Decodes hdr with the label raster `lab` (ENVI data type envi_type): exit 3 naming the labels file,
+    `says` and the pixel, nothing written."""
+    gt = os.path.join(d, name + "_gt")
+    write_envi(gt, lab[:, :, None], envi_type)
+    out = os.path.join(d, name + "_cache")
+    rc, log = decode(hdr, gt + ".hdr", out, 2)
+    check(rc == 3 and name + "_gt" in log and says in log and "(row %d, col %d)" % pixel in log and not os.path.exists(out),
+          "%s (rc %d)" % (what, rc), log)
+
+
 def check_bad_values(d, hdr, gt):
     """Bad values and bad configurations found late: an error naming file and field, nothing written."""
     labels = np.asarray(envi.open(gt).load())[:, :, 0]
@@ -898,15 +980,30 @@ def check_bad_values(d, hdr, gt):
     rc, log = decode(big_scene + "2.hdr", gt, out, 2, ["--normalize", "none", "--dtype", "float16", "--layout", "cube"])
     check(rc == 2 and "65520" in log and not os.path.exists(out),
           "float16 cube with an unlabeled value beyond 65504: refused in the write pass, nothing left (rc %d)" % rc, log)
+    # an int32 label raster holding a class id float32 cannot hold exactly (2^24 + 1 would be stored as 2^24)
+    big_lab = labels.astype(np.int32)
+    big_lab[r, c] = 2**24 + 1
+    bad_labels(d, hdr, "bigid", big_lab, 3, "16777216", (r, c),
+               "a class id from 2^24 on: exit 3 naming the labels file and the pixel, not stored rounded")
+    # a pipe as the scene (it would block the open forever); --out below a regular file: I/O errors, exit 4
+    fifo = os.path.join(d, "scene.fifo")
+    os.mkfifo(fifo)
+    out = os.path.join(d, "fifo_cache")
+    try:
+        rc, log = run(["decode", "--scene", fifo, "--out", out, "--no-progress"], ranks=2, timeout=60)
+    except subprocess.TimeoutExpired:
+        rc, log = -1, "timed out"
+    check(rc == 4 and "scene.fifo" in log and "not a regular file" in log and not os.path.exists(out),
+          "a FIFO as the scene: exit 4 naming it, no hang (rc %d)" % rc, log)
+    afile = os.path.join(d, "a_file")
+    open(afile, "w").close()
+    rc, log = decode(hdr, gt, os.path.join(afile, "sub", "out"), 2)
+    check(rc == 4 and afile in log and "Not a directory" in log and "filesystem error" not in log,
+          "--out below a regular file: exit 4 naming the path (rc %d)" % rc, log)
     # a negative label that is not the ignore label
     neg = labels.astype(np.int16)
     neg[r, c] = -3
-    neg_gt = os.path.join(d, "neg_gt")
-    write_envi(neg_gt, neg[:, :, None], 2)
-    out = os.path.join(d, "neg_cache")
-    rc, log = decode(hdr, neg_gt + ".hdr", out, 2)
-    check(rc == 3 and "neg_gt" in log and "label -3" in log and "(row %d, col %d)" % (r, c) in log and not os.path.exists(out),
-          "a negative label: exit 3 naming the labels file and the pixel (rc %d)" % rc, log)
+    bad_labels(d, hdr, "neg", neg, 2, "label -3", (r, c), "a negative label: exit 3 naming the labels file and the pixel")
     # --labels with the scenes of a config file would pair with nothing; a misspelt scene section
     ini = os.path.join(d, "cfg.ini")
     with open(ini, "w") as f:

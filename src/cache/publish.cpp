@@ -1,0 +1,88 @@
+#include "cache/publish.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include "cache/stage.hpp"
+#include "core/error.hpp"
+#include "core/fs.hpp"
+
+namespace hsipipe::cache {
+
+namespace stdfs = std::filesystem;
+
+std::string job_copy_name(const std::string& out, const char* kind) {
+  const char* j = std::getenv("SLURM_JOB_ID");
+  const std::string id = j && *j ? std::string(j) : fs::hostname();
+  return out + "." + kind + "-" + id + "-" + std::to_string(::getpid());
+}
+
+namespace {
+
+/// "ID-PID" with ID not empty and PID one or more digits
+bool id_pid(const std::string& s) {
+  const auto dash = s.rfind('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == s.size()) return false;
+  return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(dash) + 1, s.end(),
+                     [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+}  // namespace
+
+bool is_job_copy(const std::string& path, const std::string& base) {
+  std::string name = stdfs::path(path).filename().string();
+  if (name.empty()) name = stdfs::path(path).parent_path().filename().string();  // a trailing '/'
+  for (const char* kind : {".tmp-", ".old-"}) {
+    const std::string k = kind;
+    if (!base.empty()) {
+      if (name.rfind(base + k, 0) == 0 && id_pid(name.substr(base.size() + k.size()))) return true;
+      continue;
+    }
+    const auto at = name.rfind(k);
+    if (at != std::string::npos && at > 0 && id_pid(name.substr(at + k.size()))) return true;
+  }
+  return false;
+}
+
+void remove_job_copies(const std::string& out, const std::function<void(const std::string&)>& log) {
+  const stdfs::path o(out);
+  const std::string base = o.filename().string();
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(o.parent_path(), ec)) {
+    if (!is_job_copy(e.path().string(), base)) continue;
+    log(e.path().string());
+    std::error_code rm;
+    stdfs::remove_all(e.path(), rm);
+  }
+}
+
+std::string why_not_replaceable(const std::string& path) {
+  std::error_code ec;
+  const auto st = stdfs::symlink_status(path, ec);
+  if (ec || st.type() == stdfs::file_type::not_found) return {};
+  if (st.type() != stdfs::file_type::directory)
+    return st.type() == stdfs::file_type::regular ? "is a regular file, not a cache directory" : "is not a directory";
+  const stdfs::path p(path);
+  if (stdfs::exists(p / "manifest.json") || stdfs::exists(p / kStageRecord) || stdfs::is_empty(p, ec)) return {};
+  return "holds no manifest.json";
+}
+
+std::string destination_path(const std::string& out) {
+  stdfs::path p = stdfs::absolute(out).lexically_normal();
+  if (p.filename().empty() && p.has_parent_path()) p = p.parent_path();  // "c/" -> "c"
+  for (int hops = 0; hops < 40 && stdfs::is_symlink(p); ++hops) {
+    const stdfs::path t = stdfs::read_symlink(p);
+    p = (t.is_absolute() ? t : p.parent_path() / t).lexically_normal();
+    if (p.filename().empty() && p.has_parent_path()) p = p.parent_path();
+  }
+  if (stdfs::is_symlink(p)) throw IoError(out, "resolving the symbolic link (too many levels)", ELOOP);
+  return p.string();
+}
+
+}  // namespace hsipipe::cache
