@@ -75,6 +75,9 @@ struct SampleTable {
 class CacheReader {
  public:
   static CacheReader open(const std::string& dir);
+  /// open() of a job's own unpublished copy (publish.hpp's OUT.tmp-ID-PID, which open() refuses), for
+  /// the publisher that checks it before the rename (stage).
+  static CacheReader open_own_copy(const std::string& dir);
 
   const std::string& dir() const noexcept { return dir_; }
   const nlohmann::json& manifest() const noexcept { return manifest_; }
@@ -114,7 +117,8 @@ std::vector<SourceNow> local_sources_now(const nlohmann::json& sources, bool dee
 /// For the commands that use a cache (folds, train): throws StaleError, naming the cache, the
 /// source and what differs, when a local source changed since the decode (a stale cache is not used by
 /// mistake; hsipipe decode rebuilds it). A missing source (a copy used where its scenes are not) and a
-/// touched one are noted in `notes` when given. Rank-local: every rank of a collective step may call it.
+/// touched one are noted in `notes` when given. Rank-local: one rank of a collective step calls it (a
+/// touched source is hashed by whoever calls it).
 void require_current_sources(const CacheReader& cache, std::ostream* notes);
 
 /// Recomputes data_checksum from the stored bytes (reads every array once, streaming). Rank-local;

@@ -1765,10 +1765,9 @@ DecodeResult Decoder::run() {
   std::string out;
   collective_step(comm_, "resolving --out", [&] {
     if (rank_ != 0) return;
-    out = destination_path(opts_.out);
-    std::string given = opts_.out;
-    while (given.size() > 1 && given.back() == '/') given.pop_back();
-    if (std::filesystem::is_symlink(given))
+    bool link = false;
+    out = destination_path(opts_.out, &link);
+    if (link)
       std::cerr << "decode: --out " << opts_.out << " is a symbolic link: building its target " << out << "\n";
   });
   out = comm_.bcast_string(out);

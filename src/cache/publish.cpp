@@ -73,9 +73,10 @@ std::string why_not_replaceable(const std::string& path) {
   return "holds no manifest.json";
 }
 
-std::string destination_path(const std::string& out) {
+std::string destination_path(const std::string& out, bool* followed_link) {
   stdfs::path p = stdfs::absolute(out).lexically_normal();
   if (p.filename().empty() && p.has_parent_path()) p = p.parent_path();  // "c/" -> "c"
+  if (followed_link) *followed_link = stdfs::is_symlink(p);
   for (int hops = 0; hops < 40 && stdfs::is_symlink(p); ++hops) {
     const stdfs::path t = stdfs::read_symlink(p);
     p = (t.is_absolute() ? t : p.parent_path() / t).lexically_normal();

@@ -29,6 +29,7 @@ std::string why_not_replaceable(const std::string& path);
 /// `--out` as decode uses it (stage resolves DEST with weakly_canonical): absolute, normalised, without
 /// a trailing '/', and, when its last component is a symbolic link, the link's target (replacing a cache
 /// then replaces the target, and its lock is the target's lock, whichever name the job was given).
-std::string destination_path(const std::string& out);
+/// `followed_link`, when given, is told whether a link was followed.
+std::string destination_path(const std::string& out, bool* followed_link = nullptr);
 
 }  // namespace hsipipe::cache

@@ -87,6 +87,16 @@ std::vector<T> h5_read_all(hid_t file, const char* name, DType dt, const std::st
 
 // ---------------------------------------------------------------------------------------------
 CacheReader CacheReader::open(const std::string& dir) {
+  // A job's temporary or replaced copy (publish.hpp) is never a published cache, even when complete: one
+  // killed in the middle of publishing leaves the old cache, or the new one, under such a name.
+  if (is_job_copy(dir)) {
+    throw StaleError(dir + ": the temporary or replaced copy of a decode or stage that did not finish, not a "
+                           "published cache (the next decode or stage of that cache removes it)");
+  }
+  return open_own_copy(dir);
+}
+
+CacheReader CacheReader::open_own_copy(const std::string& dir) {
   CacheReader c;
   c.dir_ = dir;
   while (c.dir_.size() > 1 && c.dir_.back() == '/') c.dir_.pop_back();
@@ -94,12 +104,6 @@ CacheReader CacheReader::open(const std::string& dir) {
   if (!std::filesystem::is_directory(c.dir_)) {
     if (std::filesystem::exists(c.dir_)) throw StaleError(c.dir_ + ": not a cache directory");
     throw StaleError(c.dir_ + ": no such cache (run hsipipe decode first)");
-  }
-  // A job's temporary or replaced copy (publish.hpp) is never a published cache, even when complete: one
-  // killed in the middle of publishing leaves the old cache, or the new one, under such a name.
-  if (is_job_copy(c.dir_)) {
-    throw StaleError(c.dir_ + ": the temporary or replaced copy of a decode or stage that did not finish, not a "
-                              "published cache (the next decode or stage of that cache removes it)");
   }
   if (!std::filesystem::exists(mpath)) throw StaleError(c.dir_ + ": not a complete cache: manifest.json is missing");
   try {

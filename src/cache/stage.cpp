@@ -195,9 +195,10 @@ std::string mb(std::uint64_t bytes) {
 }
 
 /// Recomputes the data checksum of the cache at dir; empty when it matches the manifest, else why not.
-std::string data_checksum_problem(const std::string& dir) {
+/// `own_copy`: dir is this job's unpublished copy (CacheReader::open_own_copy).
+std::string data_checksum_problem(const std::string& dir, bool own_copy = false) {
   try {
-    const CacheReader r = CacheReader::open(dir);
+    const CacheReader r = own_copy ? CacheReader::open_own_copy(dir) : CacheReader::open(dir);
     const std::string got = compute_data_checksum(r), want = r.data_checksum();
     if (got != want) return "data checksum " + got + " differs from the manifest's data_checksum " + want;
     return {};
@@ -359,7 +360,7 @@ StageResult stage(const std::string& src_in, const std::string& dest_in, const S
                                                   hex64(f.xxh3) + ")");
     }
   }
-  if (auto p = data_checksum_problem(tmp.path()); !p.empty()) {
+  if (auto p = data_checksum_problem(tmp.path(), true); !p.empty()) {
     throw StaleError(src.string() + ": the copy fails its data checksum (" + p +
                      "): the source cache is corrupt; check it with `hsipipe verify " + src.string() + "`");
   }

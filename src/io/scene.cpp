@@ -46,6 +46,8 @@ LabelImage read_labels(const SceneSpec& spec) {
   if (const auto ig = scene->ignore_value(); ig && *ig == std::floor(*ig) && std::fabs(*ig) <= 2.0e9) {
     nodata = static_cast<std::int32_t>(*ig);
   }
+  const DType t = scene->source_type();
+  const bool wide = t == DType::i32 || t == DType::u32 || t == DType::i64 || t == DType::u64 || t == DType::f64;
   for (std::size_t i = 0; i < buf.size(); ++i) {
     const float v = buf[i];
     if (std::isnan(v) && nodata) {
@@ -55,13 +57,14 @@ LabelImage read_labels(const SceneSpec& spec) {
     // finite, within +-2e9 (so the conversion is defined) and integral; no floor(): a libm call per pixel
     const bool in_range = std::fabs(v) <= 2.0e9f;  // false for NaN and infinities too
     const std::int32_t iv = in_range ? static_cast<std::int32_t>(v) : 0;
-    // read_rows() gives float32, exact for integers below 2^24 only: a larger id (int32 and uint32 label
-    // rasters) may have been rounded to a neighbour, and is refused rather than stored changed
-    if (in_range && std::fabs(v) >= 16777216.0f) {
+    // read_rows() gives float32, exact for integers below 2^24 only: in a raster whose type holds larger
+    // integers (32/64-bit, float64) such an id may have been rounded to a neighbour, and is refused rather
+    // than stored changed (a float32 raster's values arrive as stored)
+    if (wide && in_range && std::fabs(v) >= 16777216.0f) {
       throw FormatError(spec.str(), "label value",
                         "pixel (row " + std::to_string(i / img.cols) + ", col " + std::to_string(i % img.cols) +
                             ") holds a class id of magnitude 2^24 = 16777216 or more (about " + std::to_string(static_cast<long long>(v)) +
-                            "); class ids must be below 16777216");
+                            "); class ids in a " + std::string(dtype_name(t)) + " label raster must be below 16777216");
     }
     if (!in_range || static_cast<float>(iv) != v) {
       throw FormatError(spec.str(), "label value",

@@ -184,7 +184,8 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
     }
 
     cache.emplace(cache::CacheReader::open(opt.cache));
-    cache::require_current_sources(*cache, root ? &log : nullptr);  // a stale cache is refused on every rank
+    // a stale cache is refused (rank 0 looks, once for the job; the step ends every rank with its error)
+    if (root) cache::require_current_sources(*cache, &log);
     folds = folds::load_folds(opt.folds);
     table = cache->read_sample_table();
     if (folds.n_samples != cache->n_samples()) {
