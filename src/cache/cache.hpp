@@ -29,8 +29,9 @@
 // replaced by 1), then with PCA y_k = sum_b components[k][b] * (x'_b - pca_mean[b]), then rounded to
 // dtype. Patch layout: [i, b, dy, dx] is the value of pixel (row + dy - p/2, col + dx - p/2); outside
 // the scene `border` decides: "reflect" mirrors without repeating the edge (numpy.pad 'reflect'),
-// "zero" stores 0. Invalid (nodata / NaN) pixels are never samples; where one is stored (in the cube, or
-// inside a patch) its values are 0 (manifest params.invalid_pixels: "zero").
+// "zero" stores 0. Invalid (nodata / NaN / +-Inf in a kept band, params.validity_bands: "kept") pixels are
+// never samples; where one is stored (in the cube, or inside a patch) its values are 0 (manifest
+// params.invalid_pixels: "zero").
 //
 // data_checksum (independent of the rank count and of the backend): 16 hex digits of XXH3-64 over a
 // little-endian uint64 array holding, in order, XXH3-64 of the stored bytes of every item (pixel and

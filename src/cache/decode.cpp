@@ -426,6 +426,9 @@ void Decoder::open_inputs() {
     drop.erase(std::unique(drop.begin(), drop.end()), drop.end());
   }
   kept_ = kept_bands(drop, src_bands_);
+  // A pixel is valid when its kept bands are (params' "validity_bands": "kept"): a dropped band of nodata or
+  // NaN (a water-absorption band, a dead detector) costs no pixel
+  for (auto& s : sc_) s.scene->set_validity_bands(band_flags(kept_, static_cast<std::size_t>(src_bands_)));
   if (opts_.pca > static_cast<int>(kept_.size()))
     throw ConfigError("--pca " + std::to_string(opts_.pca) + ": only " + std::to_string(kept_.size()) +
                       " bands are kept after --drop-bands");
@@ -2003,6 +2006,7 @@ nlohmann::json decode_params_json(const DecodeOptions& o) {
           {"patch", o.patch},
           {"border", border_name(o.border)},
           {"invalid_pixels", "zero"},  // nodata/NaN/Inf pixels inside a patch or the cube (Preprocessor::apply)
+          {"validity_bands", "kept"},  // the bands whose nodata/NaN/Inf make a pixel invalid (io::Scene::set_validity_bands)
           {"dtype", std::string(dtype_name(o.dtype))},
           {"normalize", normalize_name(o.normalize)},
           {"stats_over", stats_over_name(o.stats_over)},

@@ -113,6 +113,13 @@ std::vector<int> kept_bands(const std::vector<int>& drop, int nbands) {
   return kept;
 }
 
+std::vector<std::uint8_t> band_flags(const std::vector<int>& kept, std::size_t nbands) {
+  std::vector<std::uint8_t> f(nbands, 0);
+  for (int b : kept)
+    if (b >= 0 && static_cast<std::size_t>(b) < nbands) f[static_cast<std::size_t>(b)] = 1;
+  return f;
+}
+
 // ------------------------------------------------------------------------------------------------
 BandStats::BandStats(int bands)
     : mean(static_cast<std::size_t>(bands), 0.0),

@@ -40,6 +40,9 @@ std::vector<int> parse_band_list(const std::string& text, int nbands);
 std::string canonical_band_list(const std::string& text);
 /// Kept 0-based band indices: all of [0, nbands) minus `drop`; ConfigError when nothing is left.
 std::vector<int> kept_bands(const std::vector<int>& drop, int nbands);
+/// `nbands` flags, 1 for the kept bands: what io::Scene::set_validity_bands takes, so that a pixel's validity
+/// is decided by the bands the cache keeps (a dropped band of nodata or NaN costs no pixel).
+std::vector<std::uint8_t> band_flags(const std::vector<int>& kept, std::size_t nbands);
 
 /// Per-band running statistics in float64 (count is shared by all bands: a pixel contributes to all).
 struct BandStats {

@@ -179,6 +179,13 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
       rep.problems.push_back("scene " + spec.str() + ": cannot be opened for re-decoding: " + e.what());
       return rep;
     }
+    const std::size_t nb = scenes.back()->bands();
+    if (std::any_of(pre.kept.begin(), pre.kept.end(), [&](int b) { return static_cast<std::size_t>(b) >= nb; })) {
+      rep.problems.push_back("scene " + spec.str() + ": has " + std::to_string(nb) + " bands, fewer than the cache's kept bands need");
+      return rep;
+    }
+    // as decode decided validity: by the kept bands (caches before "validity_bands": by every band)
+    if (params.value("validity_bands", "all") == "kept") scenes.back()->set_validity_bands(band_flags(pre.kept, nb));
     if (s.at("labels").is_object()) {
       io::SceneSpec ls{s["labels"].at("path").get<std::string>(), s["labels"].value("variable", ""), s["labels"].value("axes", "hwb")};
       labels.push_back(io::read_labels(ls));

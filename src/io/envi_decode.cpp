@@ -178,7 +178,7 @@ constexpr bool kSimd = false;
 
 template <class T, bool Swap, bool Simd>
 void decode(const unsigned char* src, const Strides& s, std::size_t nrows, std::size_t C, std::size_t B, float* out,
-            const void* ignore) {
+            const void* ignore, const std::uint8_t* counts) {
   constexpr std::size_t es = sizeof(T);
   const bool bip = s.band == es && s.col == B * es;
   const bool runs = s.col == es;  // BIL/BSQ
@@ -209,13 +209,15 @@ void decode(const unsigned char* src, const Strides& s, std::size_t nrows, std::
       std::fill(bad.begin(), bad.end(), 0);
       if (runs) {
         for (std::size_t b = 0; b < B; ++b) {
+          if (counts && !counts[b]) continue;  // a band that does not decide validity (Scene::set_validity_bands)
           const unsigned char* p = row + b * s.band;
           for (std::size_t c = 0; c < C; ++c) bad[c] |= load<T, Swap>(p + c * es) == ig;
         }
       } else {
         for (std::size_t c = 0; c < C; ++c) {
           unsigned char any = 0;
-          for (std::size_t b = 0; b < B; ++b) any |= load<T, Swap>(row + c * s.col + b * s.band) == ig;
+          for (std::size_t b = 0; b < B; ++b)
+            any |= (!counts || counts[b]) && load<T, Swap>(row + c * s.col + b * s.band) == ig;
           bad[c] = any;
         }
       }
@@ -226,7 +228,10 @@ void decode(const unsigned char* src, const Strides& s, std::size_t nrows, std::
       for (std::size_t c = 0; c < C; ++c) {
         float* px = o + c * B;
         bool nan = false;
-        for (std::size_t b = 0; b < B; ++b) nan |= !std::isfinite(px[b]);  // NaN, or +-Inf (also a float64 value beyond float32)
+        if (!counts)
+          for (std::size_t b = 0; b < B; ++b) nan |= !std::isfinite(px[b]);  // NaN, or +-Inf (also a float64 value beyond float32)
+        else
+          for (std::size_t b = 0; b < B; ++b) nan |= counts[b] && !std::isfinite(px[b]);
         if (nan) std::fill(px, px + B, std::numeric_limits<float>::quiet_NaN());
       }
     }
@@ -307,8 +312,8 @@ Decoder::Decoder(DType type, std::endian order, std::optional<double> ignore) {
 }
 
 void Decoder::operator()(const unsigned char* src, const Strides& s, std::size_t nrows, std::size_t C, std::size_t B,
-                         float* out) const {
-  fn_(src, s, nrows, C, B, out, has_ignore_ ? ignore_ : nullptr);
+                         float* out, const std::uint8_t* counts) const {
+  fn_(src, s, nrows, C, B, out, has_ignore_ ? ignore_ : nullptr, counts);
 }
 
 void encode_samples(const float* in, std::size_t n, DType t, std::endian order, unsigned char* out) {

@@ -20,15 +20,17 @@ struct Strides {
 /// Decodes `nrows` rows starting at `src` (the first byte of (row 0, col 0, band 0)) into
 /// out[(r * C + c) * B + b]. A pixel with any band equal to the ignore value (compared exactly in
 /// the source type; a value the type cannot hold never matches) or, for float sources, any NaN band,
-/// gets NaN in all its bands. Stateless and thread-safe.
+/// gets NaN in all its bands; with `counts` (B flags, Scene::set_validity_bands), only the bands flagged
+/// non-zero decide. Stateless and thread-safe.
 class Decoder {
  public:
   Decoder() = default;
   Decoder(DType type, std::endian order, std::optional<double> ignore);
   void operator()(const unsigned char* src, const Strides& s, std::size_t nrows, std::size_t C, std::size_t B,
-                  float* out) const;
+                  float* out, const std::uint8_t* counts = nullptr) const;
 
-  using Fn = void (*)(const unsigned char*, const Strides&, std::size_t, std::size_t, std::size_t, float*, const void*);
+  using Fn = void (*)(const unsigned char*, const Strides&, std::size_t, std::size_t, std::size_t, float*, const void*,
+                      const std::uint8_t*);
 
  private:
   Fn fn_ = nullptr;

@@ -134,7 +134,7 @@ class EnviScene final : public Scene {
         fd_.pread_all(scratch.data(), n * row_bytes, h_.header_offset + static_cast<std::uint64_t>(a) * row_bytes);
         s = file_strides();
       }
-      decoder_(scratch.data(), s, n, C, B, out + (a - r0) * C * B);
+      decoder_(scratch.data(), s, n, C, B, out + (a - r0) * C * B, validity_bands());
     }
   }
 
@@ -151,7 +151,7 @@ class EnviScene final : public Scene {
 
   void decode_mapped(const unsigned char* base, std::size_t r0, std::size_t r1, float* out) const {
     const Strides s = file_strides();
-    decoder_(base + r0 * s.row, s, r1 - r0, h_.samples, h_.bands, out);
+    decoder_(base + r0 * s.row, s, r1 - r0, h_.samples, h_.bands, out, validity_bands());
   }
 
   EnviFiles files_;

@@ -121,11 +121,11 @@ GDALDataType gdal_type(Kind k) {
 
 /// Widens npix pixels x bands samples of type T (BIP) to float32 in `out`, masking invalid pixels
 /// (nodata compared in double against the stored value, before any float rounding; NaN in float
-/// sources). `src` may alias `out` when sizeof(T) <= 4: pixels are converted back to front and each
+/// sources; only the bands flagged in `counts`, when given). `src` may alias `out` when sizeof(T) <= 4: pixels are converted back to front and each
 /// pixel's samples are copied out before its floats are written, so no unread sample is overwritten.
 template <class T>
 void widen_and_mask(const T* src, float* out, std::size_t npix, std::size_t bands,
-                    const std::vector<std::optional<double>>& nodata) {
+                    const std::vector<std::optional<double>>& nodata, const std::uint8_t* counts) {
   bool any_nodata = false;
   for (const auto& nd : nodata) any_nodata = any_nodata || nd.has_value();
   const bool masking = std::is_floating_point_v<T> || any_nodata;
@@ -138,6 +138,7 @@ void widen_and_mask(const T* src, float* out, std::size_t npix, std::size_t band
     bool bad = false;
     if (masking) {
       for (std::size_t b = 0; b < bands && !bad; ++b) {
+        if (counts && !counts[b]) continue;  // a band that does not decide validity (Scene::set_validity_bands)
         if constexpr (std::is_floating_point_v<T>) bad = !std::isfinite(static_cast<float>(px[b]));  // NaN or +-Inf in float32
         if (nodata[b] && static_cast<double>(px[b]) == *nodata[b]) bad = true;
       }
@@ -301,7 +302,7 @@ class GdalScene final : public Scene {
                               " (corrupt or truncated block)" + gdal_says());
       }
       count_block_row(ds, a / static_cast<std::size_t>(block_y_), npix * bands_ * sizeof(T));
-      widen_and_mask(dst, out, npix, bands_, nodata_);
+      widen_and_mask(dst, out, npix, bands_, nodata_, validity_bands());
     });
   }
 

@@ -251,6 +251,10 @@ class RemoteScene final : public Scene {
   DType source_type() const override { return inner_->source_type(); }
   const BandInfo& band_info() const override { return inner_->band_info(); }
   std::optional<double> ignore_value() const override { return inner_->ignore_value(); }
+  void set_validity_bands(std::vector<std::uint8_t> counts) override {  // the inner scene reads
+    Scene::set_validity_bands(counts);
+    inner_->set_validity_bands(std::move(counts));
+  }
   std::string format() const override { return inner_->format(); }
 
   std::vector<std::pair<std::string, std::string>> details() const override {

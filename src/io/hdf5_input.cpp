@@ -311,7 +311,7 @@ class Hdf5Scene final : public Scene {
                  path_);
       }
       bytes_read_ += buf.size() * storage_size_;
-      detail::gather_to_bip(buf.data(), s, n, cols_, bands_, ignore_, out);
+      detail::gather_to_bip(buf.data(), s, n, cols_, bands_, ignore_, validity_bands(), out);
     });
   }
 

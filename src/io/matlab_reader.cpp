@@ -174,6 +174,12 @@ class MatlabScene final : public Scene {
   DType source_type() const override { return class_dtype(var_->class_type); }
   const BandInfo& band_info() const override { return info_; }
   std::optional<double> ignore_value() const override { return std::nullopt; }
+  void set_validity_bands(std::vector<std::uint8_t> counts) override {  // the kept cube was masked by the old flags
+    Scene::set_validity_bands(std::move(counts));
+    std::lock_guard lock(mu_);
+    cache_ready_ = false;
+    decltype(cache_)().swap(cache_);
+  }
   std::string format() const override { return version_name(version_); }
   std::vector<std::string> source_files() const override { return {path_}; }
   std::uint64_t bytes_read() const override { return bytes_read_.load(); }
@@ -230,7 +236,7 @@ class MatlabScene final : public Scene {
       bytes_read_ += buf.size() * sizeof(T);
       const auto ni = static_cast<std::ptrdiff_t>(n);
       detail::gather_to_bip(buf.data(), {1, ni, ni * static_cast<std::ptrdiff_t>(cols_)}, n, cols_, bands_,
-                            std::nullopt, out);
+                            std::nullopt, validity_bands(), out);
     });
   }
 
@@ -257,7 +263,7 @@ class MatlabScene final : public Scene {
       bytes_read_ += buf.size() * sizeof(T);
       const auto h = static_cast<std::ptrdiff_t>(rows_);
       detail::gather_to_bip(buf.data(), {1, h, h * static_cast<std::ptrdiff_t>(cols_)}, rows_, cols_, bands_,
-                            std::nullopt, out);
+                            std::nullopt, validity_bands(), out);
     });
   }
 

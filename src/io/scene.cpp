@@ -1,11 +1,24 @@
 #include "io/scene.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <stdexcept>
 
 #include "core/error.hpp"
 
 namespace hsipipe::io {
+
+void Scene::set_validity_bands(std::vector<std::uint8_t> counts) {
+  if (!counts.empty() && counts.size() != bands())
+    throw std::invalid_argument("Scene::set_validity_bands: " + std::to_string(counts.size()) + " flags for " +
+                                std::to_string(bands()) + " bands");
+  if (!counts.empty() && std::none_of(counts.begin(), counts.end(), [](std::uint8_t f) { return f != 0; }))
+    throw std::invalid_argument("Scene::set_validity_bands: no band counts");
+  // every band counting is the readers' unmasked fast path
+  if (std::all_of(counts.begin(), counts.end(), [](std::uint8_t f) { return f != 0; })) counts.clear();
+  validity_ = std::move(counts);
+}
 
 SceneSpec SceneSpec::parse(const std::string& text) {
   SceneSpec spec;

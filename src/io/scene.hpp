@@ -62,6 +62,14 @@ class Scene {
   /// equals it (or is NaN or infinite in float32, from a float source): read_rows() then writes NaN into
   /// ALL its bands.
   virtual std::optional<double> ignore_value() const = 0;
+  /// The bands whose values decide whether a pixel is valid (the rule above): every band unless set. Decode
+  /// sets its kept bands, so that a band it drops (a water-absorption band of nodata or NaN) costs no pixel;
+  /// the NaN read_rows() writes into an invalid pixel still goes into all its bands. `counts` has bands()
+  /// entries (non-zero: the band counts) or none (every band). Set before reading, not beside read_rows().
+  /// Throws std::invalid_argument for another size, or when no band counts.
+  virtual void set_validity_bands(std::vector<std::uint8_t> counts);
+  /// nullptr: every band counts; else bands() flags
+  const std::uint8_t* validity_bands() const noexcept { return validity_.empty() ? nullptr : validity_.data(); }
 
   /// Decodes rows [r0, r1) into `out`, which holds (r1 - r0) * cols() * bands() floats, BIP order:
   /// out[((r - r0) * cols() + c) * bands() + b]. Reads only the bytes those rows need.
@@ -102,6 +110,9 @@ class Scene {
   /// ETag / Last-Modified, content hash). Issues at most one HEAD and one range request; rank-local.
   /// nullopt for local files (the manifest hashes those itself).
   virtual std::optional<SourceIdentity> source_identity() const;
+
+ private:
+  std::vector<std::uint8_t> validity_;  ///< set_validity_bands(); empty: every band
 };
 
 /// Network statistics of one remote scene; see Scene::remote_stats().

@@ -3,7 +3,8 @@
 // rows arrives in the reader's own storage type and axis order (column-major MATLAB, hwb/bhw/whb HDF5);
 // this turns it into float32 BIP and applies the Scene contract for invalid pixels: a pixel whose value
 // in ANY band equals the ignore value (compared in double, before the float32 rounding) or is NaN is
-// written as NaN in ALL its bands. An integer source without an ignore value is never masked.
+// written as NaN in ALL its bands; with `counts` (Scene::set_validity_bands), only the bands flagged non-zero
+// decide. An integer source without an ignore value is never masked.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -26,7 +27,7 @@ struct Strides {
 /// sequentially. Returns the number of pixels masked to NaN.
 template <class T>
 std::size_t gather_to_bip(const T* src, Strides s, std::size_t rows, std::size_t cols, std::size_t bands,
-                          const std::optional<double>& ignore, float* out) {
+                          const std::optional<double>& ignore, const std::uint8_t* counts, float* out) {
   constexpr bool is_float = std::is_floating_point_v<T>;
   const bool masking = is_float || ignore.has_value();
   const std::size_t npix = rows * cols;
@@ -58,7 +59,8 @@ std::size_t gather_to_bip(const T* src, Strides s, std::size_t rows, std::size_t
         bool invalid = false;
         if constexpr (is_float) invalid = !std::isfinite(*d);  // NaN or +-Inf (in float32)
         if (ignore && static_cast<double>(v) == ig) invalid = true;
-        if (invalid) bad[static_cast<std::size_t>(d - out) / bands] = 1;
+        const auto at = static_cast<std::size_t>(d - out);
+        if (invalid && (!counts || counts[at % bands])) bad[at / bands] = 1;
       }
     }
   }

@@ -125,19 +125,21 @@ def reference(hdr, gt, drop=(), normalize="zscore", pca=0, layout="pixel", patch
               dtype="float32", ignore=0, nodata=None, stats_all=False):
     """Independent numpy computation of the cache from SPy-decoded input."""
     img = np.asarray(envi.open(hdr).load(), dtype=np.float64)  # [H, W, B]
-    if nodata is not None:  # ENVI 'data ignore value': the whole pixel is invalid (NaN)
-        img[np.any(img == nodata, axis=2)] = np.nan
+    if nodata is not None:  # ENVI 'data ignore value' in a kept band: the whole pixel is invalid (NaN)
+        keep = [b for b in range(img.shape[2]) if b + 1 not in set(drop)]
+        img[np.any(img[:, :, keep] == nodata, axis=2)] = np.nan
     lab = np.asarray(envi.open(gt).load())[:, :, 0].astype(np.int64) if gt else None
     return reference_of(img, lab, drop, normalize, pca, layout, patch, border, dtype, ignore, stats_all)
 
 
 def reference_of(img, lab, drop=(), normalize="zscore", pca=0, layout="pixel", patch=1, border="reflect",
                  dtype="float32", ignore=0, stats_all=False):
-    """reference() from arrays: img [H, W, B] float64 (NaN: invalid pixel), lab [H, W] or None.
-    stats_all: statistics over every valid pixel (--stats-over all-pixels), not the samples."""
+    """reference() from arrays: img [H, W, B] float64 (NaN or +-Inf in a kept band: invalid pixel), lab [H, W]
+    or None. stats_all: statistics over every valid pixel (--stats-over all-pixels), not the samples."""
     B = img.shape[2]
     keep = [b for b in range(B) if b + 1 not in set(drop)]
-    x = img[:, :, keep]
+    x = img[:, :, keep].copy()
+    x[np.any(~np.isfinite(x), axis=2)] = np.nan  # only the kept bands decide a pixel's validity
     if lab is not None:
         rows, cols = np.nonzero(lab != ignore)
     else:
@@ -529,6 +531,52 @@ def group_values(d):
         check([s["name"] for s in m["scenes"]] == ["cli"], "the command line's one scene and name, not the file's")
     check_options(d, hdr, gt)
     check_kept_samples(d)
+    check_dropped_band_validity(d)
+
+
+def check_dropped_band_validity(d):
+    """Only the kept bands decide a pixel's validity: NaN, Inf or the data ignore value in a dropped band (a
+    water-absorption band, a dead detector) costs no pixel, and is no error on a labeled one."""
+    hdr, gt = make_scene(d, "dropv", H=24, W=20, B=12, seed=21)
+    lab = np.asarray(envi.open(gt).load())[:, :, 0].astype(np.int64)
+    x = np.asarray(envi.open(hdr).load()).astype(np.float32)
+    labeled = np.argwhere(lab != 0)
+    (r1, c1), (r2, c2) = labeled[0], labeled[len(labeled) // 2]
+    x[r1, c1, 2] = np.nan  # band 3
+    x[r2, c2, 11] = np.inf  # band 12
+    f32 = os.path.join(d, "dropv_f32")
+    write_envi(f32, x, 4)
+    rc, log = decode(f32 + ".hdr", gt, os.path.join(d, "dropv_kept"), 2)
+    check(rc == 3 and "nodata, NaN or infinite" in log and not os.path.exists(os.path.join(d, "dropv_kept")),
+          "a labeled pixel with NaN or Inf in a kept band is refused", log)
+    for layout, backend in (("pixel", "npy"), ("patch", "h5")):
+        out = os.path.join(d, "dropv_" + layout)
+        rc, log = decode(f32 + ".hdr", gt, out, 2, ["--drop-bands", "3,12", "--layout", layout, "--backend", backend] +
+                         (["--patch", "3"] if layout == "patch" else []))
+        if not check(rc == 0, "%s: NaN and Inf only in dropped bands of labeled pixels decode" % layout, log):
+            continue
+        m, a = load_arrays(out)
+        data, labels, _, _, _, _ = reference_of(x.astype(np.float64), lab, drop=(3, 12), layout=layout,
+                                                patch=3 if layout == "patch" else 1)
+        check(m["params"]["validity_bands"] == "kept" and m["n_samples"] == len(labeled) and
+              close(a["samples"], data, "float32") and np.array_equal(a["labels"], labels),
+              "%s: every labeled pixel a sample, values equal numpy over the kept bands" % layout)
+        rc, log = run(["verify", out, "--samples", "100000"], ranks=0)
+        check(rc == 0, "%s: verify re-decodes every sample alike" % layout, log)
+    # an unlabeled int16 scene, the data ignore value in band 1 of one pixel: a sample when band 1 is dropped
+    xi = np.asarray(envi.open(hdr).load()).astype(np.int16)
+    xi[5, 6, 0] = -9999
+    ig = os.path.join(d, "dropv_ig")
+    write_envi(ig, xi, 2, "data ignore value = -9999\n")
+    for drop, n in (("1", 24 * 20), ("2", 24 * 20 - 1)):
+        out = os.path.join(d, "dropv_ig" + drop)
+        rc, log = decode(ig + ".hdr", None, out, 3, ["--drop-bands", drop])
+        if check(rc == 0, "unlabeled scene, --drop-bands %s, decodes" % drop, log):
+            m, a = load_arrays(out)
+            data = reference(ig + ".hdr", None, drop=(int(drop),), nodata=-9999)[0]
+            check(m["n_samples"] == n and close(a["samples"], data, "float32"),
+                  "unlabeled: the ignore value in band 1 %s the pixel (%d samples)" % (
+                      "costs nothing when band 1 is dropped:" if drop == "1" else "invalidates", m["n_samples"]))
 
 
 def check_options(d, hdr, gt):

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include "core/error.hpp"
@@ -346,6 +347,39 @@ TEST_CASE("ENVI data ignore value and float NaN invalidate the whole pixel", "[e
   CHECK(v[1] == 4.0f);
   CHECK(std::isnan(v[4]));
   CHECK(std::isnan(v[5]));
+}
+
+TEST_CASE("ENVI: only the validity bands decide whether a pixel is invalid", "[envi]") {
+  test::TempDir d("envi-validity");
+  // int16 BIP, pixel 1's band 1 is the ignore value; float32 BSQ, pixel 2's band 0 is NaN
+  write_file(d.str("i.hdr"), header("data ignore value = -9999\n", 2, "bip", 1, 3, 2));
+  write_file(d.str("i.img"), int16_le({1, 2, 3, -9999, 5, 6}));
+  write_file(d.str("b.hdr"), header("data ignore value = -9999\n", 2, "bsq", 1, 3, 2));  // the per-band loop
+  write_file(d.str("b.img"), int16_le({1, 3, 5, 2, -9999, 6}));
+  for (const char* name : {"i.hdr", "b.hdr"}) {
+    INFO(name);
+    auto s = open(d.str(name));
+    s->set_validity_bands({1, 0});  // band 1 does not count: pixel 1 is valid, its -9999 a plain value
+    auto v = decode_all(*s);
+    CHECK(v[2] == 3.0f);
+    CHECK(v[3] == -9999.0f);
+    s->set_validity_bands({0, 1});
+    v = decode_all(*s);
+    CHECK(std::isnan(v[2]));
+    CHECK(std::isnan(v[3]));
+    s->set_validity_bands({});  // every band again
+    CHECK(std::isnan(decode_all(*s)[2]));
+    CHECK_THROWS_AS(s->set_validity_bands({1}), std::invalid_argument);
+    CHECK_THROWS_AS(s->set_validity_bands({0, 0}), std::invalid_argument);
+  }
+  write_file(d.str("f.hdr"), header("", 4, "bsq", 1, 3, 2));
+  const float vals[6] = {1, 2, std::nanf(""), 4, 5, 6};
+  write_file(d.str("f.img"), std::string(reinterpret_cast<const char*>(vals), sizeof vals));
+  auto s = open(d.str("f.hdr"));
+  s->set_validity_bands({0, 1});
+  const auto v = decode_all(*s);
+  CHECK(std::isnan(v[4]));  // the NaN itself stays
+  CHECK(v[5] == 6.0f);      // but the pixel is valid
 }
 
 TEST_CASE("ENVI header fuzz: mutated headers parse or throw hsipipe::Error, never crash or hang", "[envi][fuzz]") {

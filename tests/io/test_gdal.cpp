@@ -50,6 +50,17 @@ TEST_CASE("GeoTIFF metadata: wavelengths, nodata, storage details", "[gdal]") {
   s->read_rows(0, s->rows(), all.data());
   CHECK(s->bytes_read() > 0);
   CHECK(s->bytes_read() < all.size() * sizeof(std::int16_t));
+  // nodata in band 2 of pixel (3, 4) only, in every band of pixel (20, 50): with band 2 not deciding validity
+  // the first is valid, the second is not
+  const std::size_t B = s->bands(), W = s->cols();
+  CHECK(std::isnan(all[(3 * W + 4) * B]));
+  std::vector<std::uint8_t> counts(B, 1);
+  counts[2] = 0;
+  s->set_validity_bands(counts);
+  s->read_rows(0, s->rows(), all.data());
+  CHECK(all[(3 * W + 4) * B + 2] == -1.0f);
+  CHECK_FALSE(std::isnan(all[(3 * W + 4) * B]));
+  CHECK(std::isnan(all[(20 * W + 50) * B]));
 }
 
 TEST_CASE("GeoTIFF concurrent block reads use separate dataset handles", "[gdal]") {

@@ -43,6 +43,13 @@ TEST_CASE("HDF5 attributes: wavelengths and the ignore value", "[hdf5]") {
   std::vector<float> row(s->cols() * s->bands());
   s->read_rows(1, 2, row.data());
   for (std::size_t b = 0; b < s->bands(); ++b) CHECK(std::isnan(row[2 * s->bands() + b]));
+  // pixel (1, 2) holds -999 in band 0 only: without band 0 deciding validity it is a valid pixel
+  std::vector<std::uint8_t> counts(s->bands(), 1);
+  counts[0] = 0;
+  s->set_validity_bands(counts);
+  s->read_rows(1, 2, row.data());
+  CHECK(row[2 * s->bands()] == -999.0f);
+  for (std::size_t b = 1; b < s->bands(); ++b) CHECK_FALSE(std::isnan(row[2 * s->bands() + b]));
 }
 
 TEST_CASE("HDF5 concurrent block reads", "[hdf5]") {

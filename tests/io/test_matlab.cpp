@@ -44,6 +44,15 @@ TEST_CASE("MATLAB float NaN masks the whole pixel", "[matlab]") {
   s->read_rows(2, 3, row.data());
   for (std::size_t b = 0; b < s->bands(); ++b) CHECK(std::isnan(row[3 * s->bands() + b]));
   CHECK_FALSE(std::isnan(row[2 * s->bands()]));
+  // its NaN is in band 1: without band 1 deciding validity (set after a read: a v5 variable kept whole in
+  // memory is decoded again) the pixel is valid
+  std::vector<std::uint8_t> counts(s->bands(), 1);
+  counts[1] = 0;
+  s->set_validity_bands(counts);
+  s->read_rows(2, 3, row.data());
+  CHECK(std::isnan(row[3 * s->bands() + 1]));
+  for (std::size_t b = 0; b < s->bands(); ++b)
+    if (b != 1) CHECK_FALSE(std::isnan(row[3 * s->bands() + b]));
 }
 
 TEST_CASE("MATLAB v7.3 (HDF5 inside) contiguous and chunked", "[matlab]") {
