@@ -252,6 +252,12 @@ class Decoder {
   const RowWindow& window_for(std::size_t block_index, const Block& b, RowWindow& scratch, bool keep);
   bool owns_stats_row(int s, std::size_t r) const;
   bool is_item(int s, std::size_t r, std::size_t c, const float* px) const;
+  /// Pixel i (row-major) of a scene with labels is labeled: its label is neither --ignore-label nor the label
+  /// raster's own nodata / data ignore value (params.label_nodata: "not_a_sample", as `info` counts it)
+  bool labeled(const SceneState& st, std::size_t i) const {
+    const std::int32_t l = st.labels->labels[i];
+    return l != opts_.ignore_label && !(st.labels->nodata && l == *st.labels->nodata);
+  }
   void stats_pass(Sink& sink);
   void pca_pass();
   void write_pass(Sink& sink);
@@ -482,7 +488,7 @@ void Decoder::build_table() {
   // samples of 1M pixels: 14 -> 8 ms against push_back and a set insert per sample, 1 Dec 2026). The
   // pixels whose label is the ignore label (or, without labels, the invalid ones) are not samples.
   const auto is_sample = [&](const SceneState& st, std::size_t i) {
-    return st.labels ? st.labels->labels[i] != opts_.ignore_label : st.valid[i] != 0;
+    return st.labels ? labeled(st, i) : st.valid[i] != 0;
   };
   std::uint64_t total = 0;
   for (const auto& st : sc_)
@@ -529,9 +535,10 @@ void Decoder::build_table() {
   if (n == 0) {
     std::string what;
     for (const auto& st : sc_)
-      what += (what.empty() ? "" : ", ") + st.input.name + (st.labels ? " (no label other than the ignore label " +
-                                                                             std::to_string(opts_.ignore_label) + ")"
-                                                                       : " (no valid pixel)");
+      what += std::string(what.empty() ? "" : ", ") + "scene '" + st.input.name + "' (" +
+              (st.labels ? st.input.labels->str() + ": no label other than the ignore label " + std::to_string(opts_.ignore_label) +
+                               (st.labels->nodata ? " and the raster's nodata value " + std::to_string(*st.labels->nodata) : "")
+                         : st.input.scene.str() + ": no valid pixel") + ")";
     throw ConfigError("decode: zero samples in " + what);
   }
   label_values_.assign(values.begin(), values.end());
@@ -702,7 +709,7 @@ bool Decoder::owns_stats_row(int s, std::size_t r) const {
 
 bool Decoder::is_item(int s, std::size_t r, std::size_t c, const float* px) const {
   const auto& st = sc_[static_cast<std::size_t>(s)];
-  const bool labeled = st.labels && st.labels->at(r, c) != opts_.ignore_label;
+  const bool labeled = st.labels && this->labeled(st, r * st.cols + c);
   // a sample must be valid data, whatever the statistics are taken over (its values would be stored as 0)
   if (labeled && std::isnan(px[0]))
     throw FormatError(st.input.scene.str(), "pixel", "labeled pixel (row " + std::to_string(r) + ", col " +
@@ -2006,7 +2013,8 @@ nlohmann::json decode_params_json(const DecodeOptions& o) {
           {"patch", o.patch},
           {"border", border_name(o.border)},
           {"invalid_pixels", "zero"},  // nodata/NaN/Inf pixels inside a patch or the cube (Preprocessor::apply)
-          {"validity_bands", "kept"},  // the bands whose nodata/NaN/Inf make a pixel invalid (io::Scene::set_validity_bands)
+          {"validity_bands", "kept"},
+          {"label_nodata", "not_a_sample"},  // a label raster's nodata pixels, like --ignore-label's (LabelImage::nodata)  // the bands whose nodata/NaN/Inf make a pixel invalid (io::Scene::set_validity_bands)
           {"dtype", std::string(dtype_name(o.dtype))},
           {"normalize", normalize_name(o.normalize)},
           {"stats_over", stats_over_name(o.stats_over)},

@@ -35,9 +35,12 @@ struct EnviHeader {
   bool byte_order_given = false;      ///< false: the key was missing and 0 is assumed
   std::uint64_t header_offset = 0;    ///< bytes to skip at the start of the data file
   std::optional<double> ignore_value; ///< `data ignore value`
+  std::optional<std::uint64_t> classes;  ///< `classes` (a classification image: ids 0 .. classes - 1)
   BandInfo band_info;
   /// Every key/value as read, keys lower-case with whitespace collapsed, values trimmed (lists keep
-  /// their braces), in file order; a repeated key keeps its last value.
+  /// their braces), in file order; a repeated key keeps its last value, except that a key deciding how the
+  /// bytes are read (samples, lines, bands, data type, interleave, byte order, header offset, data ignore
+  /// value, file type, classes) repeated with another value is a FormatError.
   std::vector<std::pair<std::string, std::string>> fields;
 
   const std::string* find(std::string_view key) const;

@@ -1,5 +1,7 @@
 // io/envi_header: the ENVI header grammar (parse and format) and header/data file discovery.
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -50,6 +52,14 @@ std::string quote(std::string_view v) {
   for (auto& ch : s)
     if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
   return "'" + s + (v.size() > 60 ? "...'" : "'");
+}
+
+/// Keys whose value changes how the data file's bytes are read (or which pixels and ids are valid)
+bool decides_layout(std::string_view key) {
+  static constexpr std::string_view keys[] = {"samples",     "lines",         "bands",           "data type",
+                                              "interleave",  "byte order",    "header offset",   "data ignore value",
+                                              "file type",   "classes"};
+  return std::find(std::begin(keys), std::end(keys), key) != std::end(keys);
 }
 
 std::uint64_t parse_uint(std::string_view v, const std::string& file, const std::string& field,
@@ -237,6 +247,11 @@ EnviHeader parse_envi_header(std::string_view text, const std::string& name) {
     bool replaced = false;
     for (auto& f : h.fields)
       if (f.first == key) {
+        // A key that decides how the bytes are read, given twice with two values: which one describes the
+        // data is unknown, so neither is guessed (a repeated description or wavelength keeps its last value)
+        if (decides_layout(key) && f.second != value)
+          throw FormatError(name, key, "given twice with different values, " + quote(f.second) + " and " + quote(value) +
+                                           " (line " + std::to_string(this_line) + ")");
         f.second = std::string(value);
         replaced = true;
       }
@@ -289,6 +304,10 @@ EnviHeader parse_envi_header(std::string_view text, const std::string& name) {
   }
   if (const std::string* v = h.find("data ignore value")) {
     h.ignore_value = parse_double(unbrace(*v), name, "data ignore value");
+  }
+  if (const std::string* v = h.find("classes")) {  // a classification image: ids 0 .. classes - 1
+    h.classes = parse_uint(*v, name, "classes", dim_max);
+    if (*h.classes == 0) throw FormatError(name, "classes", "must be at least 1");
   }
   if (const std::string* v = h.find("reflectance scale factor")) {
     const double s = parse_double(unbrace(*v), name, "reflectance scale factor");

@@ -81,6 +81,7 @@ class EnviScene final : public Scene {
   DType source_type() const override { return h_.dtype; }
   const BandInfo& band_info() const override { return h_.band_info; }
   std::optional<double> ignore_value() const override { return h_.ignore_value; }
+  std::optional<std::uint64_t> declared_classes() const override { return h_.classes; }
   std::string format() const override { return "ENVI"; }
   bool uses_hdf5() const override { return false; }  // pread or mmap of the data file, nothing else
   bool rereads_cheaply() const override { return true; }  // raw samples: a read is a conversion at memory speed

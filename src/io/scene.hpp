@@ -93,6 +93,10 @@ class Scene {
   /// decompresses all of it), MATLAB v5 and remote files are slow to read in slices or again.
   virtual bool rereads_cheaply() const { return false; }
 
+  /// How many classes the file says a classification image holds (ENVI `classes`: ids 0 .. N - 1), when it
+  /// says; read_labels() refuses an id beyond.
+  virtual std::optional<std::uint64_t> declared_classes() const { return std::nullopt; }
+
   /// Format name for `info` ("ENVI", "MATLAB v5", "GTiff", "HDF5", ...).
   virtual std::string format() const = 0;
   /// Human-readable storage details for `info`: interleave, byte order, compression, tiling.
@@ -162,13 +166,17 @@ struct LabelImage {
   std::size_t rows = 0, cols = 0;
   std::vector<std::int32_t> labels;  ///< rows * cols, row-major
   std::string source;
+  /// The raster's integral nodata / data ignore value, when it has one: its pixels are not samples (decode),
+  /// whatever --ignore-label says
+  std::optional<std::int32_t> nodata;
   std::int32_t at(std::size_t r, std::size_t c) const { return labels[r * cols + c]; }
 };
 
 /// Reads a label raster in any scene format (must have one band and integral values);
 /// throws FormatError naming the file when a value is not an integer or there is more than one band.
 /// A pixel equal to the raster's integral nodata/ignore value (masked to NaN by read_rows()) comes back
-/// as that integer, so the caller's `unlabeled` value decides what it means (0 by default).
+/// as that integer, and the value is in `nodata`. An ENVI header's `classes = N` bounds the ids: a value of N or
+/// more is a FormatError naming the field `classes`.
 LabelImage read_labels(const SceneSpec& spec);
 
 /// Throws FormatError naming the label file (field "dimensions") when `labels` is not rows() x cols()

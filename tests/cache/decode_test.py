@@ -532,6 +532,39 @@ def group_values(d):
     check_options(d, hdr, gt)
     check_kept_samples(d)
     check_dropped_band_validity(d)
+    check_label_nodata(d)
+
+
+def check_label_nodata(d):
+    """A label raster's own nodata (ENVI 'data ignore value') pixels are not samples, as `info` counts them:
+    before, 255 became a class; the header's 'classes = N' bounds the ids."""
+    hdr, gt = make_scene(d, "lnd", H=20, W=16, B=8, seed=23)
+    lab = np.asarray(envi.open(gt).load())[:, :, 0].astype(np.uint8)
+    lab[::3, ::2] = 255  # labeled and unlabeled pixels alike
+    gt2 = os.path.join(d, "lnd_gt255")
+    write_envi(gt2, lab[:, :, None], 1, "classes = 5\ndata ignore value = 255\n")
+    out = os.path.join(d, "lnd")
+    rc, log = decode(hdr, gt2 + ".hdr", out, 2)
+    if check(rc == 0, "a label raster with nodata 255 and classes = 5 decodes", log):
+        m, a = load_arrays(out)
+        img = np.asarray(envi.open(hdr).load(), dtype=np.float64)
+        want = np.where(lab == 255, 0, lab).astype(np.int64)
+        data, labels, coords, _, _, _ = reference_of(img, want)
+        check(m["n_samples"] == int(((lab != 0) & (lab != 255)).sum()) and 255 not in m["label_values"] and
+              m["params"]["label_nodata"] == "not_a_sample" and np.array_equal(a["labels"], labels) and
+              close(a["samples"], data, "float32"),
+              "label nodata 255: not a sample, not a class; values equal numpy (%d samples)" % m["n_samples"])
+    bad = os.path.join(d, "lnd_gt_classes")
+    write_envi(bad, lab[:, :, None], 1, "classes = 3\ndata ignore value = 255\n")  # ids up to 4
+    out = os.path.join(d, "lnd_bad")
+    rc, log = decode(hdr, bad + ".hdr", out, 2)
+    check(rc == 3 and "lnd_gt_classes.hdr" in log and "field 'classes'" in log and not os.path.exists(out),
+          "a label id beyond the header's classes = 3 is refused naming the file and field", log)
+    none = os.path.join(d, "lnd_gt_none")
+    write_envi(none, np.where(lab == 0, 0, 255).astype(np.uint8)[:, :, None], 1, "data ignore value = 255\n")
+    rc, log = decode(hdr, none + ".hdr", out, 2)
+    check(rc == 2 and "zero samples" in log and "lnd_gt_none.hdr" in log and "nodata value 255" in log and
+          not os.path.exists(out), "zero samples: the message names the label file and its nodata value", log)
 
 
 def check_dropped_band_validity(d):

@@ -38,11 +38,18 @@ std::string int16_le(const std::vector<std::int16_t>& v) {
   return s;
 }
 
+/// A header of the given shape; a key that `extra` sets replaces its default line (a key given twice with two
+/// values is an error of its own)
 std::string header(const std::string& extra = "", int dtype = 2, const std::string& inter = "bil", int rows = 3,
                    int cols = 4, int bands = 2) {
-  return "ENVI\nsamples = " + std::to_string(cols) + "\nlines = " + std::to_string(rows) + "\nbands = " +
-         std::to_string(bands) + "\nheader offset = 0\ndata type = " + std::to_string(dtype) + "\ninterleave = " + inter +
-         "\nbyte order = 0\n" + extra;
+  const std::pair<std::string, std::string> defaults[] = {
+      {"samples", std::to_string(cols)}, {"lines", std::to_string(rows)},      {"bands", std::to_string(bands)},
+      {"header offset", "0"},            {"data type", std::to_string(dtype)}, {"interleave", inter},
+      {"byte order", "0"}};
+  std::string h = "ENVI\n";
+  for (const auto& [k, v] : defaults)
+    if (("\n" + extra).find("\n" + k + " =") == std::string::npos) h += k + " = " + v + "\n";
+  return h + extra;
 }
 
 std::unique_ptr<Scene> open(const std::string& p) {
@@ -204,7 +211,16 @@ TEST_CASE("ENVI bad input: typed errors naming file and field", "[envi][errors]"
       {"noequals", header("this line has no equals sign\n"), good, "noequals.hdr", "line", "key = value"},
       {"huge", header("samples = 2000000000\nlines = 2000000000\n"), good, "huge.hdr", "samples, lines, bands",
        "overflows"},
+      // a key that decides how the bytes are read, given twice with two values: neither is guessed
+      {"twice", header() + "samples = 2\n", good, "twice.hdr", "samples", "given twice with different values"},
+      {"twiceorder", header() + "byte order = 1\n", good, "twiceorder.hdr", "byte order", "given twice"},
+      {"twicenodata", header("data ignore value = 0\ndata ignore value = -1\n"), good, "twicenodata.hdr",
+       "data ignore value", "given twice"},
+      {"zeroclasses", header("classes = 0\n"), good, "zeroclasses.hdr", "classes", "at least 1"},
   };
+  // the same value twice, and a repeated description (last wins), are no error
+  CHECK(parse_envi_header(header() + "samples = 4\ndescription = {a}\ndescription = {b}\n", "x.hdr").samples == 4);
+  CHECK(*parse_envi_header(header("description = {a}\ndescription = {b}\n"), "x.hdr").find("description") == "{b}");
   for (const Case& c : cases) {
     INFO(c.name);
     const std::string hdr = scene_with(c.name, c.hdr, c.data);
@@ -442,6 +458,16 @@ TEST_CASE("Label rasters: integral values only, named pixel and field otherwise"
   // nodata comes back as its integer, not as an error
   const LabelImage nd = read_labels(labels_of("nd", {1.0f, 255.0f, 2.0f, 255.0f}, "data ignore value = 255\n"));
   CHECK(nd.labels == std::vector<std::int32_t>{1, 255, 2, 255});
+  CHECK(nd.nodata == 255);  // which decode does not take as a class
+  CHECK_FALSE(ok.nodata);
+  // `classes = N`: ids 0 .. N - 1 (the nodata pixels are no id)
+  const LabelImage cl = read_labels(labels_of("cl", {0.0f, 2.0f, 255.0f, 1.0f}, "classes = 3\ndata ignore value = 255\n"));
+  CHECK(cl.labels == std::vector<std::int32_t>{0, 2, 255, 1});
+  const std::string cmsg = format_error([&] { (void)read_labels(labels_of("cl3", {0.0f, 3.0f, 1.0f, 1.0f}, "classes = 3\n")); });
+  CHECK_THAT(cmsg, Catch::Contains("cl3.hdr"));
+  CHECK_THAT(cmsg, Catch::Contains("'classes'"));
+  CHECK_THAT(cmsg, Catch::Contains("row 0, col 1"));
+  CHECK_THAT(cmsg, Catch::Contains("class id 3"));
   for (const auto& [name, bad] : std::vector<std::pair<std::string, float>>{
            {"half", 1.5f}, {"tiny", 1e-30f}, {"big", 3.0e9f}, {"inf", INFINITY}, {"nan", NAN}, {"negbig", -4.0e9f}}) {
     INFO(name);
