@@ -376,6 +376,15 @@ void Decoder::validate_options() {
   std::set<std::string> names;
   for (const auto& s : opts_.scenes)
     if (!names.insert(s.name).second) throw ConfigError("decode: scene name '" + s.name + "' is used twice");
+  // A training cache (labeled pixels) or a prediction cache (every valid pixel, label -1), not both: the
+  // unlabeled scene's pixels would join the labeled ones' statistics and sit in no fold
+  for (const auto& s : opts_.scenes)
+    if (s.labels.has_value() != opts_.scenes.front().labels.has_value()) {
+      const auto& with = s.labels ? s : opts_.scenes.front();
+      const auto& without = s.labels ? opts_.scenes.front() : s;
+      throw ConfigError("decode: scene '" + with.name + "' has labels but scene '" + without.name + "' (" +
+                        without.scene.str() + ") has none: give every scene labels, or none for a prediction cache");
+    }
   // One scene given twice would make each of its pixels two samples: in training and validation at once
   std::map<std::string, std::string> seen;  // path[:variable], absolute for a local file -> scene name
   for (const auto& s : opts_.scenes) {

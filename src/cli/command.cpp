@@ -4,7 +4,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <set>
 
+#include "cli/plugin.hpp"
 #include "core/error.hpp"
 
 namespace hsipipe::cli {
@@ -95,7 +98,18 @@ void apply_config(const std::string& path, const std::string& command, const po:
       if (!it->second.emplace(field, value).second)  // a section given twice, or a key twice in one
         throw ConfigError(path + ": section [" + sec + "] gives '" + field + "' more than once");
     }
-    (void)section;  // sections of other commands are ignored by design
+    // sections of other commands are ignored by design (one file configures a whole chain), but a name that
+    // is no command would lose its options without a word ([decod], [fold])
+    if (last_dot == dot) {
+      std::set<std::string> known_names(std::begin(kPluginCommands), std::end(kPluginCommands));
+      for (const auto& c : registry()) known_names.insert(c.name);
+      if (!known_names.count(section)) {
+        std::string known;
+        for (const auto& c : known_names) known += (known.empty() ? "" : ", ") + c;
+        throw ConfigError(path + ": unknown section [" + section + "] (sections are named after a command: " + known +
+                          "; scenes are [scene.NAME])");
+      }
+    }
   }
   refuse_negative_unsigned(mine, desc, path + ": ");
   try {

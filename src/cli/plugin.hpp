@@ -10,4 +10,7 @@ namespace hsipipe::cli {
 /// naming the path. Looked for next to the executable, where the build puts it.
 std::string load_train_plugin();
 
+/// The commands the plugin registers when it loads (they are not in registry() before)
+inline constexpr const char* kPluginCommands[] = {"train", "report", "plan", "bench"};
+
 }  // namespace hsipipe::cli

@@ -1102,6 +1102,20 @@ def check_bad_values(d, hdr, gt):
         f.write("[scene.a]\npath = %s\n[scene.a]\npath = %s\n" % (hdr, hdr))
     rc, log = run(["decode", "--config", ini, "--out", out, "--no-progress"], ranks=1)
     check(rc == 2 and "[scene.a] gives 'path' more than once" in log, "a scene section given twice: refused (rc %d)" % rc, log)
+    # a section named after no command would lose its options without a word; other commands' sections are fine
+    for sec, key in (("decod", "layout = patch"), ("scene", "path = " + hdr), ("fold", "k = 3")):
+        with open(ini, "w") as f:
+            f.write("[scene.a]\npath = %s\nlabels = %s\n[folds]\nk = 3\n[train]\nepochs = 1\n[%s]\n%s\n" % (hdr, gt, sec, key))
+        rc, log = run(["decode", "--config", ini, "--out", out, "--no-progress"], ranks=1)
+        check(rc == 2 and "unknown section [%s]" % sec in log and "cfg.ini" in log and "decode" in log and
+              not os.path.exists(out), "a misspelt section [%s]: refused naming the file and the known ones (rc %d)" % (sec, rc), log)
+    # scenes with labels and scenes without in one cache, as on the command line: refused
+    hdr_m, _ = make_scene(d, "mix", H=12, W=10, seed=4)
+    with open(ini, "w") as f:
+        f.write("[scene.a]\npath = %s\nlabels = %s\n[scene.b]\npath = %s\n" % (hdr, gt, hdr_m))
+    rc, log = run(["decode", "--config", ini, "--out", out, "--no-progress"], ranks=1)
+    check(rc == 2 and "scene 'a' has labels but scene 'b'" in log and not os.path.exists(out),
+          "INI scenes with and without labels: refused (rc %d)" % rc, log)
     # a negative value for an unsigned option (Boost would read -1 as 2^64 - 1)
     rc, log = decode(hdr, gt, out, 1, ["--memory-mb", "-1"])
     check(rc == 2 and "--memory-mb: expected a number >= 0" in log and not os.path.exists(out),
