@@ -1807,11 +1807,22 @@ DecodeResult Decoder::run() {
   // lock). Otherwise nothing needs the hashes before the manifest: the ranks compute them while they
   // decode (SourceHasher).
   const auto check_existing = [&] {
-    take_lock();
+    // A current cache where this job cannot create the lock file (a read-only mount, a folder of another
+    // user's) is still reused: reusing writes nothing. Anything else needs the lock and fails with its error.
+    std::optional<IoError> no_lock;
+    try {
+      take_lock();
+    } catch (const IoError& e) {
+      if (!std::filesystem::exists(out)) throw;
+      no_lock = e;
+    }
     sources = describe_sources();
     if (!std::filesystem::exists(out)) return;
     hash_sources(sources);
     decision = decide(out, params, sources);
+    if (no_lock && decision.value("action", "go") != "reuse") throw *no_lock;
+    if (no_lock)
+      std::cerr << "decode: checked " << out << " without its lock, read-only (" << no_lock->what() << ")\n";
   };
   // Every rank: rank 0's decision; a reused cache ends the run here, with its summary
   const auto reused = [&]() -> std::optional<DecodeResult> {

@@ -944,6 +944,39 @@ def check_paths_and_staleness(d):
     rc, log = run(["folds", "--cache", out, "--k", "3", "--out", fj], ranks=0)
     check(rc == 0 and "missing here" in log, "folds of a cache whose sources are not here: used, noted", log)
     os.rename(moved, sd)
+    check_read_only_reuse(d)
+
+
+def check_read_only_reuse(d):
+    """A current cache where the user cannot create the lock file (another user's folder, a read-only mount)
+    is reused, writing nothing; a rebuild there fails with the lock's error. Run as root: the second user is
+    nobody (setpriv)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        print("skip  read-only reuse (needs root and setpriv)")
+        return
+    sd = os.path.join(d, "ro")
+    os.makedirs(sd)
+    hdr, gt = make_scene(sd, "s", H=20, W=16, B=8, seed=31)
+    out = os.path.join(sd, "cache")
+    rc, log = decode(hdr, gt, out, 1)
+    check(rc == 0, "ro: the cache is built by its owner", log)
+    p = sd
+    while True:  # nobody must reach the files: every folder above them searchable (the temporary one is 0700)
+        os.chmod(p, os.stat(p).st_mode | 0o055)
+        if p == os.path.dirname(p) or p == tempfile.gettempdir():
+            break
+        p = os.path.dirname(p)
+    before = sorted(os.listdir(sd))
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", BIN, "decode", "--scene", hdr,
+                 "--labels", gt, "--out", out, "--no-progress"]
+    r = subprocess.run(as_nobody, capture_output=True, text=True)
+    log = r.stdout + r.stderr
+    check(r.returncode == 0 and "decode skipped: cache is current" in log and "without its lock, read-only" in log and
+          sorted(os.listdir(sd)) == before, "ro: another user reuses the current cache, writing nothing", log)
+    r = subprocess.run(as_nobody + ["--force"], capture_output=True, text=True)
+    log = r.stdout + r.stderr
+    check(r.returncode == 4 and out + ".lock" in log and "Permission denied" in log and sorted(os.listdir(sd)) == before,
+          "ro: a rebuild there fails with the lock's error (rc %d), nothing changed" % r.returncode, log)
 
 
 def check_progress(d):
