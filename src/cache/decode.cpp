@@ -1154,7 +1154,14 @@ void Decoder::pca_pass() {
         M.noalias() = Z.transpose() * Z;
         for (int i = 0; i < B; ++i)
           for (int j = 0; j < B; ++j) full[static_cast<std::size_t>(i) * Bs + static_cast<std::size_t>(j)] = M(i, j);
-        acc.add(full.data());
+        try {
+          acc.add(full.data());
+        } catch (const Error& e) {  // values too large for the exact accumulator: which scene, row, option
+          const auto& st = sc_[static_cast<std::size_t>(b.scene)];
+          throw ConfigError(st.input.scene.str() + " (scene '" + st.input.name + "', row " + std::to_string(r) +
+                            "): --pca " + std::to_string(opts_.pca) + ": " + e.what() +
+                            (opts_.normalize == Normalize::none ? ": normalise first (--normalize zscore or minmax)" : ""));
+        }
       }
       t_.compute += seconds_since(t0);
       prog.update(rows_done += b.r1 - b.r0);
@@ -1322,7 +1329,11 @@ void Decoder::write_pass(Sink& sink) {
       };
       // m items of float32 values converted to dtype at out, each hashed
       auto store_items = [&](std::uint64_t m, std::size_t item, char* out) {
-        store_values(fout.data(), m * (item / es), dt, out);
+        try {
+          store_values(fout.data(), m * (item / es), dt, out);
+        } catch (const ConfigError& e) {  // float16 overflow: which scene's values
+          throw ConfigError(st.input.scene.str() + " (scene '" + st.input.name + "'): " + e.what());
+        }
         for (std::uint64_t i = 0; i < m; ++i) hv.push_back(xxh3_64(out + i * item, item));
       };
       if (opts_.layout == Layout::pixel) {

@@ -1092,8 +1092,18 @@ def check_bad_values(d, hdr, gt):
     write_envi(big_scene + "2", big2, 4)
     out = os.path.join(d, "big2_cache")
     rc, log = decode(big_scene + "2.hdr", gt, out, 2, ["--normalize", "none", "--dtype", "float16", "--layout", "cube"])
-    check(rc == 2 and "65520" in log and not os.path.exists(out),
-          "float16 cube with an unlabeled value beyond 65504: refused in the write pass, nothing left (rc %d)" % rc, log)
+    check(rc == 2 and "65520" in log and "big2.hdr" in log and not os.path.exists(out),
+          "float16 cube with an unlabeled value beyond 65504: refused in the write pass naming the scene, nothing left "
+          "(rc %d)" % rc, log)
+    # PCA of unnormalised values whose squares leave the exact covariance accumulator's range (2^80)
+    huge = x.copy()
+    huge[np.isinf(huge)] = 0
+    huge[r, c, 5] = 1.0e20
+    write_envi(big_scene + "3", huge, 4)
+    out = os.path.join(d, "big3_cache")
+    rc, log = decode(big_scene + "3.hdr", gt, out, 2, ["--normalize", "none", "--pca", "2"])
+    check(rc == 2 and "big3.hdr" in log and "--pca 2" in log and "--normalize zscore" in log and not os.path.exists(out),
+          "PCA of values beyond the covariance's range: refused naming the scene and the remedy (rc %d)" % rc, log)
     # an int32 label raster holding a class id float32 cannot hold exactly (2^24 + 1 would be stored as 2^24)
     big_lab = labels.astype(np.int32)
     big_lab[r, c] = 2**24 + 1
