@@ -155,6 +155,20 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
     ++checked;
   }
   rep.notes.push_back("sources: " + std::to_string(checked) + " checked (size, mtime" + (opts.deep ? ", xxh3" : "") + ")");
+  // every local file the parameters name is among the sources (decode lists each): one left out of the list
+  // (a manifest edited or written by another tool) would never be compared
+  std::set<std::string> listed;
+  for (const auto& s : m.at("sources"))
+    if (s.is_object()) listed.insert(s.value("path", ""));
+  for (const auto& s : m.at("params").at("scenes"))
+    for (const nlohmann::json* f : {&s, s.contains("labels") && s["labels"].is_object() ? &s["labels"] : nullptr}) {
+      if (!f || !f->contains("path") || !(*f)["path"].is_string()) continue;
+      const std::string p = (*f)["path"].get<std::string>();
+      if (p.find("://") != std::string::npos || p.rfind("/vsi", 0) == 0) continue;  // remote: listed redacted
+      if (!listed.count(p))
+        rep.problems.push_back("manifest sources: " + p + " (params.scenes, scene '" + s.value("name", "") +
+                               "') is not among the sources, so it cannot be checked");
+    }
   // 2. checksum
   const std::string cs = compute_data_checksum(c);
   if (cs != c.data_checksum())

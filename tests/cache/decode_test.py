@@ -779,6 +779,16 @@ def group_lifecycle(d):
         json.dump(m, f)
     rc, log = decode(hdr, gt, outd, 1, ["--backend", "npy", "--drop-bands", "1-3,40"])
     check(rc == 0 and "decode skipped: cache is current" in log, "an older manifest's spelling is compared as a band set", log)
+    # a manifest whose sources leave out a file its parameters name: verify cannot check it, and says so
+    rc, log = run(["verify", outd], ranks=0)
+    check(rc == 0, "verify accepts the npy cache", log)
+    gt_abs = os.path.abspath(gt)
+    m["sources"] = [s for s in m["sources"] if s["path"] != gt_abs]
+    with open(mp, "w") as f:
+        json.dump(m, f)
+    rc, log = run(["verify", outd], ranks=0)
+    check(rc != 0 and "is not among the sources" in log and gt_abs in log,
+          "verify refuses a manifest whose sources leave out the label file (rc %d)" % rc, log)
     rc, log = run(["verify", out, "--deep"], ranks=0)
     check(rc == 0 and "OK" in log, "verify --deep accepts the fresh cache")
     # change the source: one value, same size
