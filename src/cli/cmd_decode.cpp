@@ -6,6 +6,7 @@
 
 #include "cache/decode.hpp"
 #include "cache/sink.hpp"
+#include "io/scene.hpp"
 #include "cli/collective_errors.hpp"
 #include "cli/command.hpp"
 #include "core/error.hpp"
@@ -93,6 +94,9 @@ int run_decode(int argc, char** argv) {
         in.scene = resolve(it->second);
         if (auto v = kv.find("variable"); v != kv.end()) in.scene.variable = v->second;
         in.scene.axes = kv.count("axes") ? kv.at("axes") : axes;
+        if (kv.count("axes") && !io::opens_as_hdf5(in.scene.path))
+          throw ConfigError(p.config_path + ": section [" + sec + "]: axes orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and " +
+                            in.scene.path + " is not one");
         if (auto l = kv.find("labels"); l != kv.end() && !l->second.empty()) {
           in.labels = resolve(l->second);
           if (auto v = kv.find("labels_variable"); v != kv.end()) in.labels->variable = v->second;
@@ -105,6 +109,10 @@ int run_decode(int argc, char** argv) {
         o.scenes.push_back(in);
       }
     }
+    // --axes orders an HDF5 dataset's dimensions; for any other scene it would be ignored without a word
+    if (!vm["axes"].defaulted() &&
+        std::none_of(o.scenes.begin(), o.scenes.end(), [](const cache::SceneInput& s) { return io::opens_as_hdf5(s.scene.path); }))
+      throw ConfigError("--axes " + axes + ": orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and no scene is one");
     o.drop_bands = vm["drop-bands"].as<std::string>();
     o.bad_bands_from_header = vm["bad-bands-from-header"].as<bool>();
     o.ignore_label = vm["ignore-label"].as<int>();

@@ -20,12 +20,22 @@ bool is_remote(const std::string& p) {
 }
 }  // namespace
 
+bool opens_as_hdf5(const std::string& path) {
+  const std::string ext = lower_ext(path);
+  return ext == ".h5" || ext == ".hdf5" || ext == ".he5";
+}
+
 std::unique_ptr<Scene> open_scene(const SceneSpec& spec) {
   if (spec.path.empty()) throw ConfigError("scene path is empty");
   // http(s)://, s3:// and GDAL's network paths: range reads through GDAL, with request statistics.
   // GDAL (libhsipipe_gdal.so) is loaded only for the scenes that need it.
   if (is_remote_path(spec.path)) return gdal_api().open_remote(spec);
   if (!is_remote(spec.path) && !std::filesystem::exists(spec.path)) {
+    // "scene.hdr:band1": a variable after a file that takes none (SceneSpec::parse splits .mat/.h5/... only)
+    const auto colon = spec.path.rfind(':');
+    if (colon != std::string::npos && colon > 0 && std::filesystem::is_regular_file(spec.path.substr(0, colon)))
+      throw ConfigError(spec.path + ": no such file; " + spec.path.substr(0, colon) +
+                        " exists, but only MATLAB and HDF5 files (.mat, .h5, .hdf5, .he5, .nc, .hdf) take a :VARIABLE");
     throw IoError(spec.path, "no such file");
   }
   // a FIFO (or a process substitution, /dev/fd/N) would block the open below forever, and is read once
@@ -33,8 +43,12 @@ std::unique_ptr<Scene> open_scene(const SceneSpec& spec) {
     throw IoError(spec.path, "not a regular file (a directory, pipe or device); scenes and labels are read from files");
   const std::string ext = lower_ext(spec.path);
   if (ext == ".mat") return open_matlab(spec);
-  if (ext == ".h5" || ext == ".hdf5" || ext == ".he5") return open_hdf5(spec);
-  if (!is_remote(spec.path) && looks_like_envi(spec.path)) return open_envi(spec);
+  if (opens_as_hdf5(spec.path)) return open_hdf5(spec);
+  if (!is_remote(spec.path) && looks_like_envi(spec.path)) {
+    if (!spec.variable.empty())
+      throw ConfigError(spec.path + ": an ENVI scene has no variables (given '" + spec.variable + "')");
+    return open_envi(spec);
+  }
 #ifdef HSIPIPE_WITH_GDAL
   return gdal_api().open_gdal(spec);
 #else

@@ -160,6 +160,8 @@ inline std::optional<SourceIdentity> Scene::source_identity() const { return std
 /// Opens any supported scene: dispatches on the path (".hdr", ENVI data files next to a header,
 /// ".mat", ".h5/.hdf5", otherwise GDAL when built with it). Throws FormatError/IoError/ConfigError.
 std::unique_ptr<Scene> open_scene(const SceneSpec& spec);
+/// Whether open_scene reads `path` as an HDF5 dataset (.h5, .hdf5, .he5: SceneSpec::axes applies)
+bool opens_as_hdf5(const std::string& path);
 
 /// An integer label raster (H x W), row-major. `unlabeled` marks pixels that are not samples.
 struct LabelImage {

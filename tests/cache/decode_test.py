@@ -979,11 +979,14 @@ def check_read_only_reuse(d):
     before = sorted(os.listdir(sd))
     as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", BIN, "decode", "--scene", hdr,
                  "--labels", gt, "--out", out, "--no-progress"]
-    r = subprocess.run(as_nobody, capture_output=True, text=True)
+    # Open MPI's session directory: nobody's own under /tmp (ctest gives each test one below the build folder)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_MCA_orte_tmpdir")}
+    env["TMPDIR"] = "/tmp"
+    r = subprocess.run(as_nobody, capture_output=True, text=True, env=env)
     log = r.stdout + r.stderr
     check(r.returncode == 0 and "decode skipped: cache is current" in log and "without its lock, read-only" in log and
           sorted(os.listdir(sd)) == before, "ro: another user reuses the current cache, writing nothing", log)
-    r = subprocess.run(as_nobody + ["--force"], capture_output=True, text=True)
+    r = subprocess.run(as_nobody + ["--force"], capture_output=True, text=True, env=env)
     log = r.stdout + r.stderr
     check(r.returncode == 4 and out + ".lock" in log and "Permission denied" in log and sorted(os.listdir(sd)) == before,
           "ro: a rebuild there fails with the lock's error (rc %d), nothing changed" % r.returncode, log)
@@ -1155,6 +1158,28 @@ def check_bad_values(d, hdr, gt):
         f.write("[scene.a]\npath = %s\n[scene.a]\npath = %s\n" % (hdr, hdr))
     rc, log = run(["decode", "--config", ini, "--out", out, "--no-progress"], ranks=1)
     check(rc == 2 and "[scene.a] gives 'path' more than once" in log, "a scene section given twice: refused (rc %d)" % rc, log)
+    # a :VARIABLE after an ENVI file, --axes or a section's axes for scenes that are no HDF5 dataset: refused,
+    # not ignored
+    for args, says in ((["--scene", hdr + ":band1"], "only MATLAB and HDF5 files"),
+                       (["--scene", hdr, "--labels", gt, "--axes", "bhw"], "--axes bhw: orders the dimensions of HDF5")):
+        rc, log = run(["decode"] + args + ["--out", out, "--no-progress"], ranks=1)
+        check(rc == 2 and says in log and not os.path.exists(out), "decode %s: refused (rc %d)" % (" ".join(args[-2:]), rc), log)
+    # ... and taken for one: the same scene as an HDF5 [B, H, W] dataset gives the same cache
+    h5p = os.path.join(d, "bhw.h5")
+    with h5py.File(h5p, "w") as f:
+        f["cube"] = np.transpose(np.asarray(envi.open(hdr).load()), (2, 0, 1))
+    ref_out, h5_out = os.path.join(d, "axes_ref"), os.path.join(d, "axes_h5")
+    rc1, log1 = decode(hdr, gt, ref_out, 1)
+    rc2, log2 = run(["decode", "--scene", h5p + ":/cube", "--labels", gt, "--axes", "bhw", "--out", h5_out,
+                     "--no-progress"], ranks=2)
+    check(rc1 == 0 and rc2 == 0 and manifest(ref_out)["data_checksum"] == manifest(h5_out)["data_checksum"],
+          "--axes bhw for an HDF5 scene: the same cache as from the ENVI file", log1 + log2)
+    for key in ("axes = whb", "variable = cube"):
+        with open(ini, "w") as f:
+            f.write("[scene.a]\npath = %s\nlabels = %s\n%s\n" % (hdr, gt, key))
+        rc, log = run(["decode", "--config", ini, "--out", out, "--no-progress"], ranks=1)
+        check(rc == 2 and ("HDF5" in log or "no variables" in log) and not os.path.exists(out),
+              "an ENVI scene's section with '%s': refused (rc %d)" % (key, rc), log)
     # a section named after no command would lose its options without a word; other commands' sections are fine
     for sec, key in (("decod", "layout = patch"), ("scene", "path = " + hdr), ("fold", "k = 3")):
         with open(ini, "w") as f:
