@@ -69,10 +69,15 @@ std::string iso_time_now() {
 /// when the process dies (kill -9 included); the file itself stays (deleting it would race).
 class LockFile {
  public:
-  explicit LockFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  enum class Mode { build, read_only };
+  /// read_only: for checking a cache where the lock file cannot be created. A shared lock on the lock file
+  /// when it exists (read-only descriptor), so that a decode building there now (exclusive) is seen, and
+  /// holds off while the cache is compared; none when there is no lock file (no decode ever built there).
+  explicit LockFile(const std::string& path, Mode mode = Mode::build) : path_(path), shared_(mode == Mode::read_only) {
+    fd_ = shared_ ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0 && shared_ && errno == ENOENT) return;
     if (fd_ < 0) throw IoError(path, "open lock file", errno);
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (::flock(fd_, (shared_ ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
       const int e = errno;
       std::string holder;
       try {
@@ -88,6 +93,7 @@ class LockFile {
                     "); wait for it or remove nothing and retry later");
       throw IoError(path, "flock", e);
     }
+    if (shared_) return;
     const std::string me = "pid " + std::to_string(::getpid()) + " on host " + fs::hostname() + " since " + iso_time_now() + "\n";
     if (::ftruncate(fd_, 0) == 0) {
       if (::pwrite(fd_, me.data(), me.size(), 0) < 0) { /* informational only */ }
@@ -95,7 +101,7 @@ class LockFile {
   }
   ~LockFile() {
     if (fd_ >= 0) {
-      if (::ftruncate(fd_, 0) != 0) { /* informational only */ }
+      if (!shared_ && ::ftruncate(fd_, 0) != 0) { /* informational only */ }
       ::flock(fd_, LOCK_UN);
       ::close(fd_);
     }
@@ -105,6 +111,7 @@ class LockFile {
 
  private:
   std::string path_;
+  bool shared_ = false;
   int fd_ = -1;
 };
 
@@ -509,6 +516,16 @@ void Decoder::build_table() {
                           "pixel (row " + std::to_string(i / st.cols) + ", col " + std::to_string(i % st.cols) + ") has label " +
                               std::to_string(st.labels->labels[i]) + ": labels must be >= 0, or the --ignore-label value (" +
                               std::to_string(opts_.ignore_label) + ") for pixels that are not samples");
+      }
+      // the label file's own count of classes (ENVI `classes = N`): a sample's id beyond it is a lying header
+      // or the wrong file
+      if (st.labels && st.labels->declared_classes &&
+          static_cast<std::uint64_t>(st.labels->labels[i]) >= *st.labels->declared_classes) {
+        const auto n = *st.labels->declared_classes;
+        throw FormatError(st.input.labels->str(), "classes",
+                          "pixel (row " + std::to_string(i / st.cols) + ", col " + std::to_string(i % st.cols) +
+                              ") holds class id " + std::to_string(st.labels->labels[i]) + " but the header declares classes = " +
+                              std::to_string(n) + " (ids 0.." + std::to_string(n - 1) + ")");
       }
       ++total;
     }
@@ -1756,8 +1773,21 @@ nlohmann::json Decoder::decide(const std::string& out, const nlohmann::json& par
         } catch (const ConfigError&) {
         }
       }
+      // A cache from before a rule was recorded, where the rule cannot have made a difference, holds what
+      // this version would build: every band decided validity (the same when none is dropped), a label
+      // raster's nodata was a class (the same when no label raster has one: the sources are compared below)
+      if (!old_params.contains("validity_bands") && old_params.value("drop_bands", std::string("x")).empty() &&
+          !old_params.value("bad_bands_from_header", true))
+        old_params["validity_bands"] = "kept";
+      if (!old_params.contains("label_nodata") &&
+          std::none_of(sc_.begin(), sc_.end(), [](const SceneState& st) { return st.labels && st.labels->nodata; }))
+        old_params["label_nodata"] = "not_a_sample";
       json_diff(old_params, params, "", diffs);
-      for (auto& d : diffs) d = "parameter " + d;
+      for (auto& d : diffs) {
+        if (d.rfind("validity_bands", 0) == 0 || d.rfind("label_nodata", 0) == 0)
+          d += " (a rule this cache was made before: an older hsipipe's; --force rebuilds it)";
+        d = "parameter " + d;
+      }
       for (auto& d : source_diff(old->manifest().at("sources"), sources)) diffs.push_back(d);
       if (diffs.empty()) {
         if (!opts_.force)
@@ -1821,11 +1851,13 @@ DecodeResult Decoder::run() {
     // A current cache where this job cannot create the lock file (a read-only mount, a folder of another
     // user's) is still reused: reusing writes nothing. Anything else needs the lock and fails with its error.
     std::optional<IoError> no_lock;
+    std::optional<LockFile> read_lock;  // held while the cache is compared
     try {
       take_lock();
     } catch (const IoError& e) {
       if (!std::filesystem::exists(out)) throw;
       no_lock = e;
+      read_lock.emplace(out + ".lock", LockFile::Mode::read_only);  // a decode building there now fails this
     }
     sources = describe_sources();
     if (!std::filesystem::exists(out)) return;
@@ -2044,8 +2076,8 @@ nlohmann::json decode_params_json(const DecodeOptions& o) {
           {"patch", o.patch},
           {"border", border_name(o.border)},
           {"invalid_pixels", "zero"},  // nodata/NaN/Inf pixels inside a patch or the cube (Preprocessor::apply)
-          {"validity_bands", "kept"},
-          {"label_nodata", "not_a_sample"},  // a label raster's nodata pixels, like --ignore-label's (LabelImage::nodata)  // the bands whose nodata/NaN/Inf make a pixel invalid (io::Scene::set_validity_bands)
+          {"validity_bands", "kept"},  // the bands whose nodata/NaN/Inf make a pixel invalid (io::Scene::set_validity_bands)
+          {"label_nodata", "not_a_sample"},  // a label raster's nodata pixels, like --ignore-label's (LabelImage::nodata)
           {"dtype", std::string(dtype_name(o.dtype))},
           {"normalize", normalize_name(o.normalize)},
           {"stats_over", stats_over_name(o.stats_over)},

@@ -216,12 +216,15 @@ void FixedSym::add(const double* m) {
       const double scaled = std::nearbyint(std::ldexp(m[static_cast<std::size_t>(i) * static_cast<std::size_t>(b_) + static_cast<std::size_t>(j)], 40));
       if (!std::isfinite(scaled) || std::fabs(scaled) > 0x1p120)
         throw Error("PCA: covariance entry out of range (NaN or huge values in the normalised data)");
-      v_[k] += static_cast<i128>(scaled);
+      if (__builtin_add_overflow(v_[k], static_cast<i128>(scaled), &v_[k]))  // the sum, exact until 2^127
+        throw Error("PCA: covariance sum out of range (huge values in the normalised data)");
     }
 }
 
 void FixedSym::add(const FixedSym& o) {
-  for (std::size_t k = 0; k < v_.size(); ++k) v_[k] += o.v_[k];
+  for (std::size_t k = 0; k < v_.size(); ++k)
+    if (__builtin_add_overflow(v_[k], o.v_[k], &v_[k]))
+      throw Error("PCA: covariance sum out of range (huge values in the normalised data)");
 }
 
 std::vector<std::uint64_t> FixedSym::pack() const {

@@ -202,7 +202,12 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
     if (params.value("validity_bands", "all") == "kept") scenes.back()->set_validity_bands(band_flags(pre.kept, nb));
     if (s.at("labels").is_object()) {
       io::SceneSpec ls{s["labels"].at("path").get<std::string>(), s["labels"].value("variable", ""), s["labels"].value("axes", "hwb")};
-      labels.push_back(io::read_labels(ls));
+      try {
+        labels.push_back(io::read_labels(ls));
+      } catch (const Error& e) {
+        rep.problems.push_back("labels " + ls.str() + ": cannot be read for re-decoding: " + e.what());
+        return rep;
+      }
     } else {
       labels.emplace_back();
     }

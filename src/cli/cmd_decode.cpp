@@ -15,6 +15,11 @@
 namespace hsipipe::cli {
 namespace {
 
+/// A scene whose data or labels are an HDF5 dataset: the ones --axes orders
+bool uses_axes(const cache::SceneInput& s) {
+  return io::opens_as_hdf5(s.scene.path) || (s.labels && io::opens_as_hdf5(s.labels->path));
+}
+
 int run_decode(int argc, char** argv) {
   po::options_description d("decode options");
   d.add_options()
@@ -94,14 +99,14 @@ int run_decode(int argc, char** argv) {
         in.scene = resolve(it->second);
         if (auto v = kv.find("variable"); v != kv.end()) in.scene.variable = v->second;
         in.scene.axes = kv.count("axes") ? kv.at("axes") : axes;
-        if (kv.count("axes") && !io::opens_as_hdf5(in.scene.path))
-          throw ConfigError(p.config_path + ": section [" + sec + "]: axes orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and " +
-                            in.scene.path + " is not one");
         if (auto l = kv.find("labels"); l != kv.end() && !l->second.empty()) {
           in.labels = resolve(l->second);
           if (auto v = kv.find("labels_variable"); v != kv.end()) in.labels->variable = v->second;
           in.labels->axes = in.scene.axes;
         }
+        if (kv.count("axes") && !uses_axes(in))
+          throw ConfigError(p.config_path + ": section [" + sec + "]: axes orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and " +
+                            "neither " + in.scene.path + " nor its labels is one");
         for (const auto& [k, v] : kv)
           if (k != "path" && k != "labels" && k != "variable" && k != "labels_variable" && k != "axes")
             throw ConfigError(p.config_path + ": section [" + sec + "]: unknown key '" + k +
@@ -111,8 +116,8 @@ int run_decode(int argc, char** argv) {
     }
     // --axes orders an HDF5 dataset's dimensions; for any other scene it would be ignored without a word
     if (!vm["axes"].defaulted() &&
-        std::none_of(o.scenes.begin(), o.scenes.end(), [](const cache::SceneInput& s) { return io::opens_as_hdf5(s.scene.path); }))
-      throw ConfigError("--axes " + axes + ": orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and no scene is one");
+        std::none_of(o.scenes.begin(), o.scenes.end(), uses_axes))
+      throw ConfigError("--axes " + axes + ": orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and no scene or label file is one");
     o.drop_bands = vm["drop-bands"].as<std::string>();
     o.bad_bands_from_header = vm["bad-bands-from-header"].as<bool>();
     o.ignore_label = vm["ignore-label"].as<int>();

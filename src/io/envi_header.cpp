@@ -137,6 +137,21 @@ std::string unbrace(std::string_view v) {
   return std::string(v);
 }
 
+/// Two spellings of one value of a layout key: numbers compared as numbers (-9999 and -9999.0), words
+/// case-insensitively (bsq and BSQ)
+bool same_value(std::string_view a, std::string_view b) {
+  if (a == b) return true;
+  const auto num = [](std::string_view v) -> std::optional<double> {
+    const std::string u = unbrace(v);
+    double d = 0;
+    const auto r = std::from_chars(u.data(), u.data() + u.size(), d);
+    if (r.ec != std::errc() || r.ptr != u.data() + u.size()) return std::nullopt;
+    return d;
+  };
+  if (const auto x = num(a), y = num(b); x && y) return *x == *y;
+  return lower(unbrace(a)) == lower(unbrace(b));
+}
+
 std::string format_double(double d) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, d);
@@ -249,7 +264,7 @@ EnviHeader parse_envi_header(std::string_view text, const std::string& name) {
       if (f.first == key) {
         // A key that decides how the bytes are read, given twice with two values: which one describes the
         // data is unknown, so neither is guessed (a repeated description or wavelength keeps its last value)
-        if (decides_layout(key) && f.second != value)
+        if (decides_layout(key) && !same_value(f.second, value))
           throw FormatError(name, key, "given twice with different values, " + quote(f.second) + " and " + quote(value) +
                                            " (line " + std::to_string(this_line) + ")");
         f.second = std::string(value);

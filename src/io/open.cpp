@@ -21,6 +21,7 @@ bool is_remote(const std::string& p) {
 }  // namespace
 
 bool opens_as_hdf5(const std::string& path) {
+  if (is_remote(path) || is_remote_path(path)) return false;  // GDAL reads remote .h5
   const std::string ext = lower_ext(path);
   return ext == ".h5" || ext == ".hdf5" || ext == ".he5";
 }

@@ -60,7 +60,7 @@ LabelImage read_labels(const SceneSpec& spec) {
     nodata = static_cast<std::int32_t>(*ig);
   }
   img.nodata = nodata;
-  const auto classes = scene->declared_classes();
+  img.declared_classes = scene->declared_classes();
   const DType t = scene->source_type();
   const bool wide = t == DType::i32 || t == DType::u32 || t == DType::i64 || t == DType::u64 || t == DType::f64;
   for (std::size_t i = 0; i < buf.size(); ++i) {
@@ -85,13 +85,6 @@ LabelImage read_labels(const SceneSpec& spec) {
       throw FormatError(spec.str(), "label value",
                         "pixel (row " + std::to_string(i / img.cols) + ", col " + std::to_string(i % img.cols) +
                             ") holds " + std::to_string(v) + ", not an integer class id");
-    }
-    // the header's own count of classes: an id beyond it is a lying header or the wrong file
-    if (classes && iv >= 0 && static_cast<std::uint64_t>(iv) >= *classes) {
-      throw FormatError(spec.str(), "classes",
-                        "pixel (row " + std::to_string(i / img.cols) + ", col " + std::to_string(i % img.cols) +
-                            ") holds class id " + std::to_string(iv) + " but the header declares classes = " +
-                            std::to_string(*classes) + " (ids 0.." + std::to_string(*classes - 1) + ")");
     }
     img.labels[i] = iv;
   }

@@ -171,14 +171,16 @@ struct LabelImage {
   /// The raster's integral nodata / data ignore value, when it has one: its pixels are not samples (decode),
   /// whatever --ignore-label says
   std::optional<std::int32_t> nodata;
+  /// The file's own count of classes (ENVI `classes = N`: ids 0 .. N - 1), when it gives one: decode refuses a
+  /// sample's id beyond it (a lying header or the wrong file)
+  std::optional<std::uint64_t> declared_classes;
   std::int32_t at(std::size_t r, std::size_t c) const { return labels[r * cols + c]; }
 };
 
 /// Reads a label raster in any scene format (must have one band and integral values);
 /// throws FormatError naming the file when a value is not an integer or there is more than one band.
 /// A pixel equal to the raster's integral nodata/ignore value (masked to NaN by read_rows()) comes back
-/// as that integer, and the value is in `nodata`. An ENVI header's `classes = N` bounds the ids: a value of N or
-/// more is a FormatError naming the field `classes`.
+/// as that integer, and the value is in `nodata`; an ENVI header's `classes = N` is in `declared_classes`.
 LabelImage read_labels(const SceneSpec& spec);
 
 /// Throws FormatError naming the label file (field "dimensions") when `labels` is not rows() x cols()

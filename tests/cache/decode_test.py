@@ -560,6 +560,13 @@ def check_label_nodata(d):
     rc, log = decode(hdr, bad + ".hdr", out, 2)
     check(rc == 3 and "lnd_gt_classes.hdr" in log and "field 'classes'" in log and not os.path.exists(out),
           "a label id beyond the header's classes = 3 is refused naming the file and field", log)
+    ig = lab.copy()
+    ig[(ig == 3) | (ig == 4)] = 9  # beyond classes = 3, but the ignore label: no sample
+    write_envi(bad, ig[:, :, None], 1, "classes = 3\ndata ignore value = 255\n")
+    rc, log = decode(hdr, bad + ".hdr", out, 2, ["--ignore-label", "9"])
+    check(rc == 0 and manifest(out)["n_samples"] == int(((ig != 9) & (ig != 255)).sum()),
+          "classes = 3 bounds the samples' ids only (--ignore-label 9 pixels are none)", log)
+    shutil.rmtree(out, ignore_errors=True)
     none = os.path.join(d, "lnd_gt_none")
     write_envi(none, np.where(lab == 0, 0, 255).astype(np.uint8)[:, :, None], 1, "data ignore value = 255\n")
     rc, log = decode(hdr, none + ".hdr", out, 2)
@@ -779,6 +786,28 @@ def group_lifecycle(d):
         json.dump(m, f)
     rc, log = decode(hdr, gt, outd, 1, ["--backend", "npy", "--drop-bands", "1-3,40"])
     check(rc == 0 and "decode skipped: cache is current" in log, "an older manifest's spelling is compared as a band set", log)
+    # a cache made before params recorded validity_bands / label_nodata: reused where those rules cannot have
+    # changed it (no band dropped, no label nodata), refused saying so where they can
+    m_old = manifest(outd)
+    for k in ("validity_bands", "label_nodata"):
+        del m_old["params"][k]
+    with open(mp, "w") as f:
+        json.dump(m_old, f)
+    rc, log = decode(hdr, gt, outd, 1, ["--backend", "npy", "--drop-bands", "1-3,40"])
+    check(rc == 5 and "validity_bands" in log and "older hsipipe" in log and "label_nodata" not in log,
+          "an older cache with dropped bands: refused, saying the rule is newer than it (rc %d)" % rc, log)
+    plain = os.path.join(d, "cache_plain")
+    rc, log = decode(hdr, gt, plain, 1, ["--backend", "npy"])
+    m_old = manifest(plain)
+    for k in ("validity_bands", "label_nodata"):
+        del m_old["params"][k]
+    with open(os.path.join(plain, "manifest.json"), "w") as f:
+        json.dump(m_old, f)
+    rc, log = decode(hdr, gt, plain, 1, ["--backend", "npy"])
+    check(rc == 0 and "decode skipped: cache is current" in log,
+          "an older cache no newer rule changes (no band dropped, no label nodata): reused", log)
+    with open(mp, "w") as f:
+        json.dump(m, f)
     # a manifest whose sources leave out a file its parameters name: verify cannot check it, and says so
     rc, log = run(["verify", outd], ranks=0)
     check(rc == 0, "verify accepts the npy cache", log)
@@ -986,6 +1015,14 @@ def check_read_only_reuse(d):
     log = r.stdout + r.stderr
     check(r.returncode == 0 and "decode skipped: cache is current" in log and "without its lock, read-only" in log and
           sorted(os.listdir(sd)) == before, "ro: another user reuses the current cache, writing nothing", log)
+    # a decode building there now (its exclusive lock) is seen, also without the right to create the lock
+    with open(out + ".lock", "a") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        r = subprocess.run(as_nobody, capture_output=True, text=True, env=env)
+        fcntl.flock(lk, fcntl.LOCK_UN)
+    log = r.stdout + r.stderr
+    check(r.returncode != 0 and "another decode is building this cache now" in log,
+          "ro: a decode building there meanwhile is seen through a shared lock (rc %d)" % r.returncode, log)
     r = subprocess.run(as_nobody + ["--force"], capture_output=True, text=True, env=env)
     log = r.stdout + r.stderr
     check(r.returncode == 4 and out + ".lock" in log and "Permission denied" in log and sorted(os.listdir(sd)) == before,
@@ -1174,6 +1211,13 @@ def check_bad_values(d, hdr, gt):
                      "--no-progress"], ranks=2)
     check(rc1 == 0 and rc2 == 0 and manifest(ref_out)["data_checksum"] == manifest(h5_out)["data_checksum"],
           "--axes bhw for an HDF5 scene: the same cache as from the ENVI file", log1 + log2)
+    h5l = os.path.join(d, "labels_bhw.h5")
+    with h5py.File(h5l, "w") as f:
+        f["l"] = np.asarray(envi.open(gt).load())[:, :, 0][None, :, :]
+    rc, log = run(["decode", "--scene", hdr, "--labels", h5l + ":/l", "--axes", "bhw", "--out", h5_out + "_l",
+                   "--no-progress"], ranks=1)
+    check(rc == 0 and manifest(h5_out + "_l")["data_checksum"] == manifest(ref_out)["data_checksum"],
+          "--axes bhw for HDF5 labels of an ENVI scene: taken, the same cache", log)
     for key in ("axes = whb", "variable = cube"):
         with open(ini, "w") as f:
             f.write("[scene.a]\npath = %s\nlabels = %s\n%s\n" % (hdr, gt, key))

@@ -111,6 +111,27 @@ TEST_CASE("FixedSym: sums are exact, so independent of order and grouping") {
   CHECK(d[4] == d[1]);  // symmetric
 }
 
+TEST_CASE("FixedSym: an entry or a sum beyond its range throws, never wraps") {
+  const int B = 2;
+  std::vector<double> big(B * B, 0x1p79);  // each within range (2^119 units of 2^-40), 2^8 of them are not
+  FixedSym acc(B), other(B);
+  bool threw = false;
+  for (int i = 0; i < 300 && !threw; ++i) {
+    try {
+      acc.add(big.data());
+    } catch (const hsipipe::Error&) {
+      threw = true;
+      CHECK(i >= 250);  // 2^127 / 2^119 = 256 additions fit
+    }
+  }
+  CHECK(threw);
+  for (int i = 0; i < 200; ++i) other.add(big.data());
+  FixedSym again = FixedSym::unpack(other.pack().data(), B);
+  CHECK_THROWS_AS(again.add(other), hsipipe::Error);  // merging ranks' sums: 400 x 2^119 > 2^127
+  std::vector<double> huge(B * B, 0x1p81);
+  CHECK_THROWS_AS(FixedSym(B).add(huge.data()), hsipipe::Error);
+}
+
 TEST_CASE("cut_patch: reflect mirrors without repeating the edge, zero pads") {
   RowWindow w;
   w.row0 = 0;

@@ -221,6 +221,9 @@ TEST_CASE("ENVI bad input: typed errors naming file and field", "[envi][errors]"
   // the same value twice, and a repeated description (last wins), are no error
   CHECK(parse_envi_header(header() + "samples = 4\ndescription = {a}\ndescription = {b}\n", "x.hdr").samples == 4);
   CHECK(*parse_envi_header(header("description = {a}\ndescription = {b}\n"), "x.hdr").find("description") == "{b}");
+  // two spellings of one value: a number as a number, a word in any case
+  CHECK(parse_envi_header(header("data ignore value = -9999\ndata ignore value = -9999.0\n"), "x.hdr").ignore_value == -9999.0);
+  CHECK(parse_envi_header(header("interleave = bsq\ninterleave = BSQ\n"), "x.hdr").interleave == Interleave::bsq);
   for (const Case& c : cases) {
     INFO(c.name);
     const std::string hdr = scene_with(c.name, c.hdr, c.data);
@@ -463,11 +466,8 @@ TEST_CASE("Label rasters: integral values only, named pixel and field otherwise"
   // `classes = N`: ids 0 .. N - 1 (the nodata pixels are no id)
   const LabelImage cl = read_labels(labels_of("cl", {0.0f, 2.0f, 255.0f, 1.0f}, "classes = 3\ndata ignore value = 255\n"));
   CHECK(cl.labels == std::vector<std::int32_t>{0, 2, 255, 1});
-  const std::string cmsg = format_error([&] { (void)read_labels(labels_of("cl3", {0.0f, 3.0f, 1.0f, 1.0f}, "classes = 3\n")); });
-  CHECK_THAT(cmsg, Catch::Contains("cl3.hdr"));
-  CHECK_THAT(cmsg, Catch::Contains("'classes'"));
-  CHECK_THAT(cmsg, Catch::Contains("row 0, col 1"));
-  CHECK_THAT(cmsg, Catch::Contains("class id 3"));
+  CHECK(cl.declared_classes == 3u);  // decode refuses a sample's id from 3 on (the ignore label's pixels are none)
+  CHECK_FALSE(ok.declared_classes);
   for (const auto& [name, bad] : std::vector<std::pair<std::string, float>>{
            {"half", 1.5f}, {"tiny", 1e-30f}, {"big", 3.0e9f}, {"inf", INFINITY}, {"nan", NAN}, {"negbig", -4.0e9f}}) {
     INFO(name);
