@@ -21,6 +21,7 @@
 #include <iostream>
 #include <iomanip>
 #include <map>
+#include <new>
 #include <set>
 #include <sstream>
 
@@ -636,8 +637,10 @@ class SourceHasher {
         }
       if (mine.begin == total) mine = {0, 0};
     }
+    // async | deferred: where no thread can be started (EAGAIN: a process or memory limit), libstdc++ runs
+    // the hashing in finish() instead, inside its collective step, rather than failing this rank alone here
     if (mine.size() > 0)
-      job_ = std::async(std::launch::async, [this, mine] {
+      job_ = std::async(std::launch::async | std::launch::deferred, [this, mine] {
         std::uint64_t first = 0;  // global number of the file's first chunk
         for (const auto& f : files_) {
           const std::uint64_t c0 = std::max(mine.begin, first), c1 = std::min(mine.end, first + f.chunks);
@@ -754,7 +757,14 @@ void Decoder::read_kept_rows(int s, std::size_t r0, std::size_t r1, float* out) 
     t_.read += seconds_since(t0);
     return;
   }
-  select_buf_.resize(npx * static_cast<std::size_t>(src_bands_));
+  try {
+    select_buf_.resize(npx * static_cast<std::size_t>(src_bands_));
+  } catch (const std::bad_alloc&) {
+    throw Error(st.input.scene.path + ": out of memory for rows " + std::to_string(r0) + ".." + std::to_string(r1) +
+                " of all " + std::to_string(src_bands_) + " bands (" +
+                human_bytes(static_cast<double>(npx * static_cast<std::size_t>(src_bands_) * sizeof(float))) +
+                "): " + kOutOfMemoryHint);
+  }
   st.scene->read_rows(r0, r1, select_buf_.data());
   t_.read += seconds_since(t0);
   const auto t1 = Clock::now();
@@ -771,7 +781,14 @@ void Decoder::read_window(int s, std::size_t rr0, std::size_t rr1, RowWindow& w)
   w.scene_rows = st.rows;
   w.bands = static_cast<int>(kept_.size());
   const std::size_t row_floats = w.cols * kept_.size();
-  w.data.resize(w.nrows * row_floats);
+  try {
+    w.data.resize(w.nrows * row_floats);
+  } catch (const std::bad_alloc&) {
+    throw Error(st.input.scene.path + ": out of memory for decoded rows " + std::to_string(rr0) + ".." +
+                std::to_string(rr1) + " (" + human_bytes(static_cast<double>(w.nrows * row_floats * sizeof(float))) +
+                " of float32 for " + std::to_string(kept_.size()) +
+                " kept bands): " + kOutOfMemoryHint);
+  }
   // Rows another rank decoded (received in exchange_boundary_rows) are copied; runs of the others are read.
   static const std::map<std::size_t, std::vector<float>> none;
   const auto& pre = predecoded_.empty() ? none : predecoded_[static_cast<std::size_t>(s)];
@@ -1959,15 +1976,15 @@ DecodeResult Decoder::run() {
     // labels and coords of my range, known from the sample table: written now, so that their writeback
     // starts beside the statistics pass instead of joining the samples' at the end
     {
-      std::vector<std::int32_t> crd(3 * my_.size());
-      for (std::uint64_t i = my_.begin; i < my_.end; ++i) {
-        crd[3 * (i - my_.begin)] = table_.scene[i];
-        crd[3 * (i - my_.begin) + 1] = table_.row[i];
-        crd[3 * (i - my_.begin) + 2] = table_.col[i];
-      }
       const auto tl0 = Clock::now();
-      // npy writes are rank-local: a failure (a full disk) must fail every rank, not leave them waiting
+      // npy writes are rank-local: a failure (a full disk, no memory) must fail every rank, not leave them waiting
       collective_step(comm_, "writing the labels and coordinates", [&] {
+        std::vector<std::int32_t> crd(3 * my_.size());
+        for (std::uint64_t i = my_.begin; i < my_.end; ++i) {
+          crd[3 * (i - my_.begin)] = table_.scene[i];
+          crd[3 * (i - my_.begin) + 1] = table_.row[i];
+          crd[3 * (i - my_.begin) + 2] = table_.col[i];
+        }
         sink->write(labels_idx, my_.begin, my_.size(), table_.label.data() + my_.begin);
         sink->write(labels_idx + 1, my_.begin, my_.size(), crd.data());
       });

@@ -5,6 +5,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <new>
 
 #include "cli/command.hpp"
 #include "cli/plugin.hpp"
@@ -62,6 +63,10 @@ int main(int argc, char** argv) {
     const hsipipe::IoError io = hsipipe::io_error_from(e);
     std::cerr << "hsipipe " << it->name << ": error: " << io.what() << "\n";
     return io.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::cerr << "hsipipe " << it->name
+              << ": error: out of memory: a buffer could not be allocated (" << hsipipe::kOutOfMemoryHint << ")\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "hsipipe " << it->name << ": error: " << e.what() << "\n";
     return 1;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,12 @@ void collective_step(const Comm& comm, const std::string& what, F&& f) {
     const IoError io = io_error_from(e);
     err = std::make_exception_ptr(io);
     code = io.exit_code();
+  } catch (const std::bad_alloc&) {  // no file of its own: named by the step, with the likely cause
+    err = std::make_exception_ptr(Error(what + ": out of memory: a buffer could not be allocated (" + kOutOfMemoryHint + ")"));
+    code = 1;
+  } catch (const std::exception& e) {  // a library's or the standard library's (a thread not started...)
+    err = std::make_exception_ptr(Error(what + ": " + e.what()));
+    code = 1;
   } catch (...) {
     err = std::current_exception();
     code = 1;

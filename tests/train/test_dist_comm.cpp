@@ -7,12 +7,16 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <new>
+#include <stdexcept>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "dist/collective.hpp"
 #include "dist/comm.hpp"
 
 using namespace hsipipe;
@@ -51,6 +55,44 @@ TEST_CASE("mpi communicator: allreduce, allgatherv with counts, broadcast", "[di
   c->broadcast(buf.data(), buf.size(), R - 1);
   CHECK(std::string(buf.begin(), buf.end()) == "xxxxxxxxxx");
   c->barrier();
+}
+
+TEST_CASE("collective_step: a rank's failure fails every rank, named by the step", "[dist][mpi]") {
+  const dist::Comm world(MPI_COMM_WORLD);
+  const int R = world.size(), r = world.rank(), bad = R - 1;
+  // what each rank sees when rank `bad` throws `e`: that rank its own error (prefixed with the step where it is
+  // not one of ours), the others a PeerError naming rank `bad` with its exit code
+  const auto run = [&](const char* step, auto thrower) -> std::pair<std::string, int> {
+    try {
+      dist::collective_step(world, step, [&] {
+        if (r == bad) thrower();
+      });
+    } catch (const dist::PeerError& e) {
+      CHECK(r != bad);
+      return {std::string("peer: ") + e.what(), e.exit_code()};
+    } catch (const Error& e) {
+      CHECK(r == bad);
+      return {e.what(), e.exit_code()};
+    }
+    FAIL("no error on rank " << r);
+    return {};
+  };
+  const auto [oom, oom_code] = run("decoding the blocks", [] { throw std::bad_alloc(); });
+  const auto [lib, lib_code] = run("the statistics pass", [] { throw std::out_of_range("vector::_M_range_check"); });
+  const auto [own, own_code] = run("writing x.npy", [] { throw IoError("/c/x.npy", "write", ENOSPC); });
+  if (r == bad) {
+    CHECK(oom.rfind("decoding the blocks: out of memory: a buffer could not be allocated (", 0) == 0);
+    CHECK(oom.find("ulimit -v") != std::string::npos);
+    CHECK(oom_code == 1);
+    CHECK(lib == "the statistics pass: vector::_M_range_check");
+    CHECK(own.rfind("/c/x.npy", 0) == 0);  // our own errors name their file first, unprefixed
+    CHECK(own_code == 4);
+  } else {
+    CHECK(oom == "peer: decoding the blocks failed on rank " + std::to_string(bad) + " (see its message)");
+    CHECK(lib == "peer: the statistics pass failed on rank " + std::to_string(bad) + " (see its message)");
+    CHECK(own_code == 4);  // the failing rank's exit code on every rank
+  }
+  dist::collective_step(world, "nothing fails", [] {});  // and no error when none fails
 }
 
 TEST_CASE("--backend resolution", "[dist]") {
