@@ -21,7 +21,6 @@
 #include <iostream>
 #include <iomanip>
 #include <map>
-#include <new>
 #include <set>
 #include <sstream>
 
@@ -757,14 +756,7 @@ void Decoder::read_kept_rows(int s, std::size_t r0, std::size_t r1, float* out) 
     t_.read += seconds_since(t0);
     return;
   }
-  try {
-    select_buf_.resize(npx * static_cast<std::size_t>(src_bands_));
-  } catch (const std::bad_alloc&) {
-    throw Error(st.input.scene.path + ": out of memory for rows " + std::to_string(r0) + ".." + std::to_string(r1) +
-                " of all " + std::to_string(src_bands_) + " bands (" +
-                human_bytes(static_cast<double>(npx * static_cast<std::size_t>(src_bands_) * sizeof(float))) +
-                "): " + kOutOfMemoryHint);
-  }
+  select_buf_.resize(npx * static_cast<std::size_t>(src_bands_));
   st.scene->read_rows(r0, r1, select_buf_.data());
   t_.read += seconds_since(t0);
   const auto t1 = Clock::now();
@@ -781,14 +773,7 @@ void Decoder::read_window(int s, std::size_t rr0, std::size_t rr1, RowWindow& w)
   w.scene_rows = st.rows;
   w.bands = static_cast<int>(kept_.size());
   const std::size_t row_floats = w.cols * kept_.size();
-  try {
-    w.data.resize(w.nrows * row_floats);
-  } catch (const std::bad_alloc&) {
-    throw Error(st.input.scene.path + ": out of memory for decoded rows " + std::to_string(rr0) + ".." +
-                std::to_string(rr1) + " (" + human_bytes(static_cast<double>(w.nrows * row_floats * sizeof(float))) +
-                " of float32 for " + std::to_string(kept_.size()) +
-                " kept bands): " + kOutOfMemoryHint);
-  }
+  w.data.resize(w.nrows * row_floats);
   // Rows another rank decoded (received in exchange_boundary_rows) are copied; runs of the others are read.
   static const std::map<std::size_t, std::vector<float>> none;
   const auto& pre = predecoded_.empty() ? none : predecoded_[static_cast<std::size_t>(s)];

@@ -64,8 +64,7 @@ int main(int argc, char** argv) {
     std::cerr << "hsipipe " << it->name << ": error: " << io.what() << "\n";
     return io.exit_code();
   } catch (const std::bad_alloc&) {
-    std::cerr << "hsipipe " << it->name
-              << ": error: out of memory: a buffer could not be allocated (" << hsipipe::kOutOfMemoryHint << ")\n";
+    std::cerr << "hsipipe " << it->name << ": error: " << hsipipe::kOutOfMemory << "\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "hsipipe " << it->name << ": error: " << e.what() << "\n";

@@ -48,9 +48,10 @@ class StaleError : public Error {
   int exit_code() const noexcept override { return 5; }
 };
 
-/// The likely causes of a std::bad_alloc, for the messages that report one.
-inline constexpr const char* kOutOfMemoryHint =
-    "this node has too little free memory: other jobs on it? a ulimit -v or Slurm --mem below what the job needs?";
+/// The text for a std::bad_alloc, with its likely causes (the CLI's, and collective_step's after its step).
+inline constexpr const char* kOutOfMemory =
+    "out of memory: a buffer could not be allocated (this node has too little free memory: other jobs on it? "
+    "a ulimit -v or Slurm --mem below what the job needs?)";
 
 /// std::filesystem's error (create_directories, rename, ...) as an IoError naming the path first:
 /// "PATH: cannot create directories: Not a directory".

@@ -54,7 +54,7 @@ void collective_step(const Comm& comm, const std::string& what, F&& f) {
     err = std::make_exception_ptr(io);
     code = io.exit_code();
   } catch (const std::bad_alloc&) {  // no file of its own: named by the step, with the likely cause
-    err = std::make_exception_ptr(Error(what + ": out of memory: a buffer could not be allocated (" + kOutOfMemoryHint + ")"));
+    err = std::make_exception_ptr(Error(what + ": " + kOutOfMemory));
     code = 1;
   } catch (const std::exception& e) {  // a library's or the standard library's (a thread not started...)
     err = std::make_exception_ptr(Error(what + ": " + e.what()));
