@@ -137,6 +137,10 @@ std::vector<char> read_items_raw(const CacheReader& cache, std::uint64_t begin, 
 /// Decoded samples of ONE contiguous range of the cache, held in memory (or mapped), and the hot
 /// path that turns them into float32 training inputs. For layout cube, holds only the cube rows its
 /// samples need plus the patch halo.
+/// numpy.pad's 'reflect' index (mirrors without repeating the edge: -1 -> 1, n -> n - 2), the rule of the
+/// manifest's `border: "reflect"`.
+int reflect_index(long i, long n);
+
 class Shard {
  public:
   /// Reads samples [range.begin, range.end): pixel/patch rows of samples.npy (or /samples), or for
@@ -153,6 +157,27 @@ class Shard {
   /// Writes float32 samples for the given GLOBAL ids (each inside range()) to out, contiguous:
   /// [ids.size(), B] or [ids.size(), B, p, p]. Thread-safe (const). Augmentation is applied by the caller.
   void gather(const std::uint64_t* ids, std::size_t n, float* out) const;
+
+  /// The bytes the shard holds, as stored (float16 or float32, little-endian), for a consumer that moves
+  /// them elsewhere and cuts the same samples there (train's device-resident batches, which must give
+  /// gather()'s values exactly). Pointers stay valid while the shard lives.
+  struct Raw {
+    Layout layout = Layout::pixel;
+    bool f16 = false;
+    int bands = 0;
+    int stored_patch = 1;  ///< p of the stored samples (patch layout), 1 for pixel and cube
+    int patch = 1;         ///< p of gather()'s output
+    bool zero_border = false;
+    const char* samples = nullptr;  ///< pixel/patch: [range.size(), B, sp, sp]
+    struct SceneRows {
+      std::uint32_t rows = 0, cols = 0;   ///< the scene's size
+      std::uint32_t row0 = 0, nrows = 0;  ///< rows held (nrows 0: no sample of the shard in it)
+      const char* data = nullptr;         ///< [nrows, cols, B]
+    };
+    std::vector<SceneRows> scenes;                           ///< cube
+    const std::int32_t *scene = nullptr, *row = nullptr, *col = nullptr;  ///< cube: per local sample
+  };
+  Raw raw() const;
 
   struct Impl;
   std::shared_ptr<const Impl> impl_;

@@ -174,6 +174,8 @@ struct H5File {
   }
 };
 
+}  // namespace
+
 int reflect_index(long i, long n) {
   if (n == 1) return 0;
   const long period = 2 * (n - 1);
@@ -181,8 +183,6 @@ int reflect_index(long i, long n) {
   if (i < 0) i += period;
   return static_cast<int>(i < n ? i : period - i);
 }
-
-}  // namespace
 
 struct Shard::Impl {
   Range range;
@@ -353,6 +353,23 @@ std::size_t Shard::sample_floats() const noexcept {
 int Shard::patch() const noexcept { return impl_->patch; }
 int Shard::bands() const noexcept { return impl_->bands; }
 std::uint64_t Shard::bytes_read() const noexcept { return impl_->bytes_read; }
+
+Shard::Raw Shard::raw() const {
+  const Impl& s = *impl_;
+  Raw r;
+  r.layout = s.layout;
+  r.f16 = s.f16;
+  r.bands = s.bands;
+  r.stored_patch = s.layout == Layout::patch ? s.stored_patch : 1;
+  r.patch = s.patch;
+  r.zero_border = s.zero_border;
+  r.samples = s.samples.data();
+  for (const auto& sr : s.scenes) r.scenes.push_back({sr.rows, sr.cols, sr.row0, sr.nrows, sr.data.data()});
+  r.scene = s.s_scene.data();
+  r.row = s.s_row.data();
+  r.col = s.s_col.data();
+  return r;
+}
 
 void Shard::gather(const std::uint64_t* ids, std::size_t n, float* out) const {
   const Impl& s = *impl_;
