@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
-
-#include <torch/cuda.h>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "folds/rng.hpp"
+#include "train/cuda_streams.hpp"
 
 namespace hsipipe::train {
 
@@ -30,6 +30,30 @@ Augment parse_augment(const std::string& s) {
   return a;
 }
 
+int augment_code(const Augment& a, std::uint64_t aug_seed, std::size_t batch, std::size_t k) {
+  folds::SplitMix64 g(folds::derive_seed(aug_seed, batch, k));
+  const std::uint64_t r = g.next();
+  const int hf = a.flip && (r & 1u) ? 1 : 0, vf = a.flip && (r & 2u) ? 2 : 0;
+  const int rot = a.rot90 ? static_cast<int>((r >> 2) & 3u) : 0;
+  return hf | vf | rot << 2;
+}
+
+namespace {
+void transform_plane(float* a, float* tmp, int p, bool hflip, bool vflip, int k);
+}  // namespace
+
+std::vector<std::int64_t> augment_source_table(int p) {
+  const std::size_t pp = static_cast<std::size_t>(p) * static_cast<std::size_t>(p);
+  std::vector<std::int64_t> table(16 * pp);
+  std::vector<float> plane(pp), tmp(pp);
+  for (int code = 0; code < 16; ++code) {
+    for (std::size_t i = 0; i < pp; ++i) plane[i] = static_cast<float>(i);  // exact: p*p < 2^24
+    transform_plane(plane.data(), tmp.data(), p, code & 1, code & 2, code >> 2);
+    for (std::size_t i = 0; i < pp; ++i) table[static_cast<std::size_t>(code) * pp + i] = static_cast<std::int64_t>(plane[i]);
+  }
+  return table;
+}
+
 BatchLoader::BatchLoader(const cache::Shard& shard, std::vector<std::int64_t> class_of, LoaderOptions opt)
     : shard_(shard), class_of_(std::move(class_of)), opt_(std::move(opt)) {
   if (opt_.threads < 1) throw ConfigError("--threads must be at least 1");
@@ -39,6 +63,7 @@ BatchLoader::BatchLoader(const cache::Shard& shard, std::vector<std::int64_t> cl
   patch_ = shard_.patch();
   bands_ = shard_.bands();
   slots_.resize(static_cast<std::size_t>(opt_.prefetch));
+  if (opt_.device.is_cuda()) staging_ = std::make_unique<DeviceStaging>(opt_.device, slots_.size());
   for (int t = 0; t < opt_.threads; ++t) threads_.emplace_back([this] { worker(); });
 }
 
@@ -106,6 +131,7 @@ void BatchLoader::start(std::vector<std::vector<std::uint64_t>> plan, std::uint6
 void BatchLoader::release_current() {
   // caller holds mu_
   if (!holding_) return;
+  if (staging_) staging_->release((next_deliver_ - 1) % slots_.size());  // the compute stream's last use is queued
   holding_ = false;
   ++consumed_;
   cv_work_.notify_all();
@@ -113,12 +139,6 @@ void BatchLoader::release_current() {
 
 std::optional<Batch> BatchLoader::next() {
   std::unique_lock lk(mu_);
-  if (holding_ && opt_.device.is_cuda()) {
-    // The previous batch's non-blocking copy must be complete before its slot is refilled.
-    lk.unlock();
-    torch::cuda::synchronize();
-    lk.lock();
-  }
   release_current();
   if (next_deliver_ >= plan_.size()) return std::nullopt;
   const std::size_t i = next_deliver_;
@@ -138,10 +158,7 @@ std::optional<Batch> BatchLoader::next() {
   const auto n = static_cast<std::int64_t>(s.size);
   b.x = s.x.narrow(0, 0, n);
   b.y = s.y.narrow(0, 0, n);
-  if (opt_.device.is_cuda()) {
-    b.x = b.x.to(opt_.device, /*non_blocking=*/true);
-    b.y = b.y.to(opt_.device, /*non_blocking=*/true);
-  }
+  if (staging_) std::tie(b.x, b.y) = staging_->upload(i % slots_.size(), b.x, b.y);
   return b;
 }
 
@@ -158,6 +175,7 @@ void BatchLoader::worker() {
     lk.unlock();
     std::string err;
     try {
+      if (staging_) staging_->wait_copied(slot);  // the slot's previous batch has left for the device
       fill(i, slot);
     } catch (const std::exception& e) {
       err = e.what();
@@ -212,13 +230,12 @@ void BatchLoader::fill(std::size_t batch, std::size_t slot) {
     const int p = patch_;
     std::vector<float> tmp(static_cast<std::size_t>(p * p));
     for (std::size_t k = 0; k < ids.size(); ++k) {
-      folds::SplitMix64 g(folds::derive_seed(aug_seed_, batch, k));
-      const std::uint64_t r = g.next();
-      const bool hf = opt_.augment.flip && (r & 1u), vf = opt_.augment.flip && (r & 2u);
-      const int rot = opt_.augment.rot90 ? static_cast<int>((r >> 2) & 3u) : 0;
-      if (!hf && !vf && rot == 0) continue;
+      const int code = augment_code(opt_.augment, aug_seed_, batch, k);
+      if (code == 0) continue;
       float* sample = x + k * sample_floats_;
-      for (int b = 0; b < bands_; ++b) transform_plane(sample + static_cast<std::size_t>(b) * p * p, tmp.data(), p, hf, vf, rot);
+      for (int b = 0; b < bands_; ++b) {
+        transform_plane(sample + static_cast<std::size_t>(b) * p * p, tmp.data(), p, code & 1, code & 2, code >> 2);
+      }
     }
   }
   s.size = ids.size();

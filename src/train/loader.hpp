@@ -4,7 +4,9 @@
 // the batch into one of `prefetch` pre-allocated slots; the training loop drains the slots in plan
 // order. A producer only claims batch i once batch i - prefetch has been handed back, so memory is
 // bounded (prefetch slots, allocated once) and a slow consumer stalls the producers (backpressure).
-// On CUDA the slots are pinned host memory and next() issues a non-blocking copy to the device.
+// On CUDA the slots are pinned host memory; next() copies its batch into a device slot on a side stream
+// and makes the current stream wait for that copy's event, and a producer refills a host slot only
+// after its copy's event completed: no device-wide synchronisation, so the host queues steps ahead.
 //
 // Everything here is rank-local; producer threads never call MPI or torch autograd (they write into
 // preallocated host memory only). One consumer thread calls start()/next()/stop().
@@ -12,6 +14,7 @@
 // and seed give the same batches whatever the number of threads or their scheduling.
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -32,6 +35,15 @@ struct Augment {
 /// "flip,rot90", "flip", "" or "none"; throws ConfigError naming --augment.
 Augment parse_augment(const std::string& s);
 
+/// The augmentation of sample k of batch `batch`: bit 0 horizontal flip, bit 1 vertical flip, bits 2-3
+/// quarter turns (counter-clockwise, as np.rot90), applied in that order. A pure function of its
+/// arguments (SplitMix64 of derive_seed(aug_seed, batch, k)): every batch source gives the same.
+int augment_code(const Augment& a, std::uint64_t aug_seed, std::size_t batch, std::size_t k);
+/// For each of the 16 codes, where each output position of a p x p plane comes from: out[i*p + j] =
+/// in[table[code * p*p + i*p + j]]. Derived from the transform the host ring applies, so a gather
+/// through it gives the ring's values exactly.
+std::vector<std::int64_t> augment_source_table(int p);
+
 struct LoaderOptions {
   int threads = 1;      ///< producer threads (>= 1)
   int prefetch = 4;     ///< ring slots (>= 1)
@@ -46,7 +58,30 @@ struct Batch {
   std::size_t size = 0;   ///< n
 };
 
-class BatchLoader {
+/// Where a training loop takes its batches from: the host ring below (BatchLoader) or batches cut
+/// on the device from a device-resident copy of the shard (train/resident.hpp). Both deliver the
+/// same values for the same plan and seed.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  /// Starts delivering `plan` (each entry: the global ids of one batch, inside the shard), from batch
+  /// `first` on. Cancels what is left of a previous plan. `augment` false disables augmentation
+  /// (validation).
+  virtual void start(std::vector<std::vector<std::uint64_t>> plan, std::uint64_t aug_seed, bool augment,
+                     std::size_t first = 0) = 0;
+  /// The next batch of the plan, or nullopt after the last. The tensors stay valid until the next
+  /// call of next(), start() or stop(); work on them is ordered after their preparation on the
+  /// device's current stream (no host synchronisation).
+  virtual std::optional<Batch> next() = 0;
+  /// Cancels the current plan.
+  virtual void stop() = 0;
+  /// "ring" or "resident", for logs and records.
+  virtual const char* kind() const noexcept = 0;
+};
+
+class DeviceStaging;  // train/cuda_streams.hpp
+
+class BatchLoader final : public BatchSource {
  public:
   /// `class_of`: class index of every sample of the shard's range (index id - range.begin), -1 if
   /// unlabeled (such samples must not be in a plan). The shard must outlive the loader.
@@ -55,15 +90,14 @@ class BatchLoader {
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
-  /// Starts delivering `plan` (each entry: the global ids of one batch, inside the shard), from batch
-  /// `first` on. Cancels what is left of a previous plan. `augment` false disables augmentation
-  /// (validation).
-  void start(std::vector<std::vector<std::uint64_t>> plan, std::uint64_t aug_seed, bool augment, std::size_t first = 0);
-  /// The next batch of the plan (blocking while it is prepared), or nullopt after the last. The
-  /// tensors stay valid until the next call of next(), start() or stop() (they view a ring slot).
-  std::optional<Batch> next();
+  void start(std::vector<std::vector<std::uint64_t>> plan, std::uint64_t aug_seed, bool augment,
+             std::size_t first = 0) override;
+  /// Blocks while the batch is prepared. On CPU the tensors view a ring slot; on CUDA they are the
+  /// slot's device copy, made on a side stream that the current stream waits for (one event per slot).
+  std::optional<Batch> next() override;
   /// Cancels the current plan and waits for in-flight producers.
-  void stop();
+  void stop() override;
+  const char* kind() const noexcept override { return "ring"; }
 
   const LoaderOptions& options() const noexcept { return opt_; }
 
@@ -99,6 +133,7 @@ class BatchLoader {
     std::size_t size = 0;
   };
   std::vector<Slot> slots_;
+  std::unique_ptr<DeviceStaging> staging_;  ///< CUDA: side stream, device slots, per-slot events
   std::vector<std::thread> threads_;
 };
 

@@ -1,5 +1,6 @@
 // Shard (cache/shard.cpp) against numpy, and the batch loader (train/loader.cpp): order, ring
-// wrap-around, resume mid-plan, augmentation against torch::flip/rot90 and independent of threads.
+// wrap-around, resume mid-plan, augmentation against torch::flip/rot90 and independent of threads; the
+// device-resident batches (train/resident.cpp), run here on CPU tensors, against the ring, value for value.
 #include <torch/torch.h>
 // glog (pulled in by libtorch) defines CHECK too: Catch2's must win
 #undef CHECK
@@ -13,6 +14,7 @@
 #include "core/error.hpp"
 #include "support/test_util.hpp"
 #include "train/loader.hpp"
+#include "train/resident.hpp"
 
 using namespace hsipipe;
 using namespace hsipipe::train;
@@ -198,4 +200,73 @@ TEST_CASE("augmentation: each sample is one of the 8 flips/rotations (torch::fli
   CHECK(changed > 0);
   CHECK_THROWS_AS(parse_augment("flip,mixup"), ConfigError);
   CHECK(!parse_augment("none").any());
+}
+
+TEST_CASE("ResidentBatches gives the ring's batches exactly: every layout, dtype, border, crop and augmentation",
+          "[train][loader][resident]") {
+  test::TempDir tmp("resident");
+  struct Case {
+    const char* args;
+    int patch_override;
+    Range (*range)(std::uint64_t n);
+  };
+  auto whole = [](std::uint64_t n) { return Range{0, n}; };
+  auto middle = [](std::uint64_t n) { return Range{n / 4, n - n / 5}; };  // a rank's share: rows + halo only
+  const std::vector<Case> cases = {
+      {"--layout pixel --bands 5", 0, middle},
+      {"--layout patch --patch 5 --bands 4 --dtype float16", 0, middle},
+      {"--layout patch --patch 5 --bands 4", 3, whole},   // centre crop
+      {"--layout patch --patch 5 --bands 4", 1, middle},  // spectral model on a patch cache
+      {"--layout cube --patch 5 --bands 3 --rows 9 --cols 7 --dtype float16", 0, middle},
+      {"--layout cube --patch 7 --bands 4 --rows 6 --cols 5 --border zero", 0, whole},
+      {"--layout cube --patch 3 --bands 3 --rows 8 --cols 6 --scenes 2", 0, middle},
+      {"--layout cube --patch 5 --bands 3 --rows 8 --cols 6", 1, whole},
+  };
+  int n_case = 0;
+  for (const auto& c : cases) {
+    const auto d = make_cache(tmp, "c" + std::to_string(n_case++), c.args);
+    const auto cache = cache::CacheReader::open(d);
+    const Range range = c.range(cache.n_samples());
+    const auto shard = cache::Shard::load(cache, range, c.patch_override);
+    std::vector<std::int64_t> cls(range.size());
+    for (std::size_t i = 0; i < cls.size(); ++i) cls[i] = static_cast<std::int64_t>((i * 5) % 4);
+    std::vector<std::vector<std::uint64_t>> plan;
+    for (std::uint64_t b = 0; b < 9; ++b) {
+      std::vector<std::uint64_t> ids;
+      for (std::uint64_t k = 0; k < 1 + (b * 3) % 7; ++k) ids.push_back(range.begin + (b * 11 + k * 5) % range.size());
+      plan.push_back(ids);
+    }
+    plan.push_back({});
+    LoaderOptions lo;
+    lo.threads = 2;
+    lo.prefetch = 3;
+    lo.augment = parse_augment("flip,rot90");
+    BatchLoader ring(shard, cls, lo);
+    ResidentBatches resident(shard, cls, lo);
+    CHECK(std::string(resident.kind()) == "resident");
+    for (const bool augment : {false, true}) {
+      for (const std::size_t first : {std::size_t{0}, std::size_t{4}}) {
+        INFO(c.args << " patch " << c.patch_override << " augment " << augment << " first " << first);
+        ring.start(plan, 77, augment, first);
+        resident.start(plan, 77, augment, first);
+        std::size_t n = 0;
+        while (auto a = ring.next()) {
+          auto b = resident.next();
+          REQUIRE(b);
+          REQUIRE(b->index == a->index);
+          REQUIRE(b->size == a->size);
+          REQUIRE(b->x.sizes() == a->x.sizes());
+          REQUIRE(b->x.scalar_type() == torch::kFloat32);
+          REQUIRE(torch::equal(b->x, a->x));
+          REQUIRE(torch::equal(b->y, a->y));
+          ++n;
+        }
+        CHECK(!resident.next());
+        CHECK(n == plan.size() - first);
+      }
+    }
+    CHECK(resident_bytes(shard) > 0);
+    const std::uint64_t outside = range.end < cache.n_samples() ? range.end : (range.begin > 0 ? 0 : cache.n_samples());
+    CHECK_THROWS_AS(resident.start({{outside}}, 1, false), std::out_of_range);
+  }
 }
