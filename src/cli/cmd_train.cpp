@@ -34,6 +34,11 @@ int run_train(int argc, char** argv) {
       ("backend", po::value<std::string>()->default_value(d.backend), "auto | nccl | mpi (auto: nccl on cuda when built with NCCL)")
       ("threads", po::value<int>()->default_value(d.threads), "loader producer threads per rank")
       ("prefetch", po::value<int>()->default_value(d.prefetch), "prepared batches in the loader's ring per rank")
+      ("loader", po::value<std::string>()->default_value(d.loader),
+       "auto | ring | resident: where batches are cut. ring: producer threads on the host (--threads, --prefetch); "
+       "resident: the shard is copied to the device once and each batch is cut there by one gather, flips and "
+       "rotations included (same values as ring). auto: resident on a GPU when the shard takes at most half of its "
+       "free memory, ring otherwise")
       ("augment", po::value<std::string>()->default_value(d.augment), "flip,rot90 | flip | rot90 | none (patches only)")
       ("deterministic", po::bool_switch(), "deterministic algorithms (CPU: interrupted + resumed == uninterrupted)")
       ("checkpoint-every", po::value<int>()->default_value(d.checkpoint_every), "checkpoint every N epochs (0: only on SIGTERM/SIGUSR1)")
@@ -65,6 +70,7 @@ int run_train(int argc, char** argv) {
   o.backend = vm["backend"].as<std::string>();
   o.threads = vm["threads"].as<int>();
   o.prefetch = vm["prefetch"].as<int>();
+  o.loader = vm["loader"].as<std::string>();
   o.augment = vm["augment"].as<std::string>();
   o.deterministic = vm["deterministic"].as<bool>();
   o.checkpoint_every = vm["checkpoint-every"].as<int>();

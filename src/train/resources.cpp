@@ -9,6 +9,8 @@
 
 #if HSIPIPE_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace hsipipe::train {
@@ -56,6 +58,19 @@ void cuda_reset_peak_memory(int device) {
   }
 #else
   (void)device;
+#endif
+}
+
+std::optional<std::uint64_t> cuda_free_memory(int device) {
+#if HSIPIPE_TORCH_CUDA
+  if (device < 0 || !torch::cuda::is_available()) return std::nullopt;
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  std::size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return std::nullopt;
+  return static_cast<std::uint64_t>(free);
+#else
+  (void)device;
+  return std::nullopt;
 #endif
 }
 

@@ -21,6 +21,8 @@ struct DeviceMemory {
 };
 std::optional<DeviceMemory> cuda_peak_memory(int device);
 void cuda_reset_peak_memory(int device);
+/// Free bytes of a CUDA device (cudaMemGetInfo), nullopt without CUDA.
+std::optional<std::uint64_t> cuda_free_memory(int device);
 /// True when this build's libtorch was compiled with CUDA.
 bool torch_built_with_cuda() noexcept;
 

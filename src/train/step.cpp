@@ -94,6 +94,11 @@ GradSync::GradSync(std::vector<torch::Tensor> params, dist::Communicator& comm, 
 }
 
 void GradSync::allreduce() {
+  if (comm_.size() == 1) {
+    for (auto& p : params_)
+      if (!p.mutable_grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    return;
+  }
   for (auto& bk : buckets_) {
     std::int64_t off = 0;
     for (auto i : bk.params) {
@@ -186,7 +191,7 @@ AutocastScope::~AutocastScope() {
 }
 
 StepResult train_step(Model& model, torch::optim::Optimizer& opt, GradSync& sync, const torch::Tensor& x,
-                      const torch::Tensor& y, std::int64_t global_batch, Precision precision) {
+                      const torch::Tensor& y, std::int64_t global_batch, Precision precision, PhaseClock* clock) {
   StepResult r;
   double t0 = now_s();
   opt.zero_grad();
@@ -207,10 +212,16 @@ StepResult train_step(Model& model, torch::optim::Optimizer& opt, GradSync& sync
     r.loss_sum = torch::zeros({}, torch::TensorOptions().device(dev));
     r.correct = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(dev));
   }
+  if (clock) clock->mark(Phase::compute);
   double t1 = now_s();
   sync.allreduce();
+  if (clock) clock->mark(Phase::comm);
   double t2 = now_s();
   opt.step();
+  if (clock) {
+    clock->mark(Phase::compute);
+    return r;
+  }
   double t3 = now_s();
   r.compute_s = (t1 - t0) + (t3 - t2);
   r.comm_s = t2 - t1;

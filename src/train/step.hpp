@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "dist/comm.hpp"
+#include "train/cuda_streams.hpp"
 #include "train/models.hpp"
 
 namespace hsipipe::train {
@@ -38,6 +39,7 @@ class GradSync {
  public:
   GradSync(std::vector<torch::Tensor> params, dist::Communicator& comm, std::size_t bucket_bytes = 4u << 20);
   /// COLLECTIVE. Undefined gradients count as zeros (a rank with an empty batch) and are defined after.
+  /// On one rank the gradients are already the sums: nothing is copied.
   void allreduce();
   std::size_t buckets() const noexcept { return buckets_.size(); }
 
@@ -80,8 +82,10 @@ struct StepResult {
 
 /// One step: zero grads, forward (autocast if bf16), loss = sum CE / global_batch, backward,
 /// GradSync::allreduce (COLLECTIVE), optimizer step. x/y may hold zero samples (the rank then
-/// contributes zero gradients but still takes part in the reduction).
+/// contributes zero gradients but still takes part in the reduction). With a `clock`, the step marks
+/// its phases there (compute, comm, compute) and compute_s/comm_s stay 0; without one they are host
+/// intervals. Nothing here waits for the device.
 StepResult train_step(Model& model, torch::optim::Optimizer& opt, GradSync& sync, const torch::Tensor& x,
-                      const torch::Tensor& y, std::int64_t global_batch, Precision precision);
+                      const torch::Tensor& y, std::int64_t global_batch, Precision precision, PhaseClock* clock = nullptr);
 
 }  // namespace hsipipe::train

@@ -47,6 +47,7 @@ struct TrainOptions {
   std::string backend = "auto";    ///< auto | nccl | mpi
   int threads = 1;                 ///< loader producer threads per rank
   int prefetch = 4;                ///< loader ring depth
+  std::string loader = "auto";     ///< auto | ring | resident (train/loader.hpp, train/resident.hpp)
   std::string augment = "none";    ///< flip,rot90 | flip | rot90 | none
   bool deterministic = false;
   int checkpoint_every = 0;        ///< epochs; 0 = only on SIGTERM/SIGUSR1

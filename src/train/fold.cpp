@@ -1,0 +1,438 @@
+// train/fold: one fold of train(): resume decision, this rank's ids, model and optimiser, the epochs
+// (steps timed by a PhaseClock), the all-gathered validation, the epoch record and the fold's results.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+#include "cache/npy.hpp"
+#include "core/fs.hpp"
+#include "core/hash.hpp"
+#include "core/test_hook.hpp"
+#include "dist/collective.hpp"
+#include "folds/rng.hpp"
+#include "train/resources.hpp"
+#include "train/run.hpp"
+
+namespace hsipipe::train::detail {
+
+namespace {
+
+using dist::collective_step;
+
+std::string fmt_bytes(std::uint64_t b) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1) << static_cast<double>(b) / (1024.0 * 1024.0) << " MiB";
+  return s.str();
+}
+
+/// xxh3 over every parameter's float32 bytes, in registration order (rank-local).
+std::uint64_t parameter_hash(torch::nn::Module& m) {
+  Xxh3Stream h;
+  for (const auto& p : m.parameters()) {
+    const auto c = p.detach().to(torch::kCPU).contiguous();
+    h.update(c.data_ptr(), static_cast<std::size_t>(c.numel()) * c.element_size());
+  }
+  return h.digest();
+}
+
+}  // namespace
+
+FoldRun::FoldRun(Job& job, int fold)
+    : job_(job), f_(fold), fdir_(fold_dir(job.opt.out, fold)), ckpt_path_(fdir_ + "/checkpoint.pt") {}
+
+int FoldRun::run(nlohmann::json& fold_wall) {
+  const double t_fold0 = now_s();
+  if (resume_decision()) {
+    if (job_.root) job_.log << "fold " << f_ << ": results exist, skipped (--resume)\n";
+    return 0;
+  }
+  split_ids();
+  build_model();
+  for (int epoch = start_epoch_; epoch < job_.opt.epochs; ++epoch) {
+    EpochSums sums;
+    Timing t;
+    const double t_epoch0 = now_s();
+    if (!train_epoch(epoch, sums, t)) return kExitPreempted;
+    {
+      const double t0 = now_s();
+      abort_on_local_error(job_.world, [&] { last_val_ = validate(); });
+      t.eval += now_s() - t0;
+    }
+    check_replicas(epoch);
+    const double resumed_part = epoch == start_epoch_ && start_step_ > 0 ? part_time_.train() : 0;
+    nlohmann::json rec = epoch_record(epoch, sums, t, now_s() - t_epoch0 + resumed_part);
+    // checkpoint every N epochs; its history holds this epoch's record (timed before the checkpoint)
+    const bool final_epoch = epoch + 1 == job_.opt.epochs;
+    if (job_.opt.checkpoint_every > 0 && (epoch + 1) % job_.opt.checkpoint_every == 0 && !final_epoch) {
+      const double t0 = now_s();
+      if (job_.root) history_.push_back(rec);
+      save(epoch + 1, 0, false, EpochSums{}, Timing{});
+      if (job_.root) history_.erase(history_.end() - 1);
+      t.checkpoint += now_s() - t0;
+    }
+    const double total = now_s() - t_epoch0 + resumed_part;
+    if (job_.root) {
+      rec["time_s"] = t.to_json(total);
+      rec["eta"] = total > 0 ? t.compute / total : 0.0;
+      history_.push_back(rec);
+      std::ofstream(fdir_ + "/epochs.jsonl", std::ios::app) << rec.dump() << "\n";
+      if (job_.opt.log_epochs) log_epoch(epoch, rec, t, total);
+    }
+    train_s_ += now_s() - t_epoch0;
+  }
+  if (start_epoch_ >= job_.opt.epochs) abort_on_local_error(job_.world, [&] { last_val_ = validate(); });  // resumed after the last epoch
+  write_results();
+  save(job_.opt.epochs, 0, true, EpochSums{}, Timing{});  // the finished marker: --resume skips this fold
+  fold_wall.push_back({{"fold", f_}, {"seconds", now_s() - t_fold0}});
+  return 0;
+}
+
+// ------------------------------------------------------------------------------ resume (same on all ranks)
+bool FoldRun::resume_decision() {
+  bool skip = false;
+  collective_step(job_.world, "resume", [&] {
+    const auto& opt = job_.opt;
+    if (!opt.resume) return;
+    const bool have_ckpt = std::filesystem::exists(ckpt_path_);
+    const bool have_metrics = std::filesystem::exists(fdir_ + "/metrics.json");
+    if (!have_ckpt) {
+      skip = have_metrics;
+      return;
+    }
+    CheckpointState st = peek_checkpoint(ckpt_path_);
+    if (st.fold != f_) throw FormatError(ckpt_path_, "fold", "is " + std::to_string(st.fold) + ", expected " + std::to_string(f_));
+    if (st.world_size != job_.R) {
+      throw ConfigError("--resume: " + ckpt_path_ + " was written by " + std::to_string(st.world_size) +
+                        " ranks; resume with the same number (this run has " + std::to_string(job_.R) + ")");
+    }
+    nlohmann::json want = opt.identity();
+    want.erase("epochs");
+    nlohmann::json have = st.config;
+    have.erase("epochs");
+    if (have != want) throw ConfigError("--resume: " + ckpt_path_ + " was trained with other options: " + st.config.dump() + " vs " + opt.identity().dump());
+    if (st.finished && have_metrics) skip = true;
+    else resume_state_ = st;
+  });
+  return skip;
+}
+
+// ------------------------------------------------------------------------------ this rank's ids
+void FoldRun::split_ids() {
+  const auto& range = job_.range;
+  train_ids_.clear();
+  val_ids_.clear();
+  val_all_ = job_.folds.val_ids(f_);
+  for (auto id : job_.folds.train_ids(f_))
+    if (range.contains(id) && job_.class_of[id - range.begin] >= 0) train_ids_.push_back(id);
+  for (auto id : val_all_)
+    if (range.contains(id)) val_ids_.push_back(id);
+  for (auto id : val_ids_) {
+    if (job_.class_of[id - range.begin] < 0) {
+      throw FormatError(job_.opt.cache, "labels", "validation sample " + std::to_string(id) + " has label " +
+                                                      std::to_string(job_.table.label[id]) + ", not one of manifest label_values");
+    }
+  }
+  const std::vector<std::uint64_t> counts = job_.world.allgatherv(std::vector<std::uint64_t>{train_ids_.size()});
+  n_train_ = std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
+  if (n_train_ == 0) throw ConfigError("fold " + std::to_string(f_) + " of " + job_.opt.folds + " has no training samples");
+  const std::vector<std::int64_t> share = split_batch(job_.opt.batch, counts);
+  G_ = std::accumulate(share.begin(), share.end(), std::int64_t{0});
+  steps_ = static_cast<std::int64_t>((n_train_ + static_cast<std::uint64_t>(G_) - 1) / static_cast<std::uint64_t>(G_));
+  my_b_ = share[static_cast<std::size_t>(job_.rank)];
+}
+
+// ------------------------------------------------------------------------------ model, optimiser, resume state
+void FoldRun::build_model() {
+  const auto& opt = job_.opt;
+  model_ = make_model(opt.model, job_.bands, job_.patch, job_.classes_n(), folds::derive_seed(opt.seed, static_cast<std::uint64_t>(f_)));
+  torch::manual_seed(folds::derive_seed(opt.seed, static_cast<std::uint64_t>(f_), static_cast<std::uint64_t>(job_.rank) + 1));
+  model_->to(job_.device);
+  model_->train();
+  if (opt.optimizer == "adam") {
+    optim_ = std::make_unique<torch::optim::Adam>(model_->parameters(), torch::optim::AdamOptions(opt.lr).weight_decay(opt.weight_decay));
+  } else {
+    optim_ = std::make_unique<torch::optim::SGD>(model_->parameters(),
+                                                 torch::optim::SGDOptions(opt.lr).momentum(0.9).weight_decay(opt.weight_decay));
+  }
+  sync_ = std::make_unique<GradSync>(model_->parameters(), *job_.comm);
+  if (resume_state_) {
+    load_resume_state();
+  } else if (job_.root) {
+    fs::write_text_atomic(fdir_ + "/epochs.jsonl", "");
+  }
+}
+
+void FoldRun::load_resume_state() {
+  std::vector<torch::Tensor> rng;
+  CheckpointState st;
+  collective_step(job_.world, "loading the checkpoint", [&] { st = load_checkpoint(ckpt_path_, *model_, *optim_, rng); });
+  model_->to(job_.device);
+  start_epoch_ = st.epoch;
+  start_step_ = st.step;
+  history_ = st.progress.value("history", nlohmann::json::array());
+  if (job_.root) {
+    part_.loss = st.progress.value("loss_sum", 0.0);
+    part_.correct = st.progress.value("correct", 0.0);
+    part_.count = st.progress.value("count", 0.0);
+    part_time_ = Timing::from_json(st.progress.value("time", nlohmann::json::object()));
+  }
+  set_cpu_rng_state(rng.at(static_cast<std::size_t>(job_.rank)));
+  if (!job_.root) return;
+  job_.log << "resumed from checkpoint " << ckpt_path_ << " at fold " << f_ << " epoch " << start_epoch_ + 1 << " step "
+           << start_step_ << "\n";
+  std::string lines;
+  for (const auto& h : history_) lines += h.dump() + "\n";
+  fs::write_text_atomic(fdir_ + "/epochs.jsonl", lines);
+}
+
+/// COLLECTIVE: everyone's generator state to rank 0, which writes.
+void FoldRun::save(int epoch, std::int64_t step, bool finished, const EpochSums& part, const Timing& t) {
+  const torch::Tensor mine = cpu_rng_state().contiguous();
+  std::vector<std::uint8_t> bytes(mine.data_ptr<std::uint8_t>(), mine.data_ptr<std::uint8_t>() + mine.numel());
+  const auto all = job_.world.allgatherv(bytes);
+  collective_step(job_.world, "writing the checkpoint", [&] {
+    if (!job_.root) return;
+    std::vector<torch::Tensor> states;
+    const std::size_t each = bytes.size();
+    for (int r = 0; r < job_.R; ++r) {
+      states.push_back(torch::from_blob(const_cast<std::uint8_t*>(all.data()) + static_cast<std::size_t>(r) * each,
+                                        {static_cast<std::int64_t>(each)}, torch::kUInt8)
+                           .clone());
+    }
+    CheckpointState st;
+    st.fold = f_;
+    st.epoch = epoch;
+    st.step = step;
+    st.finished = finished;
+    st.world_size = job_.R;
+    st.config = job_.opt.identity();
+    st.progress = {{"history", history_}, {"loss_sum", part.loss}, {"correct", part.correct}, {"count", part.count},
+                   {"time", t.to_json(0)}};
+    // the model is saved from the CPU so a checkpoint resumes on any device
+    model_->to(torch::kCPU);
+    try {
+      save_checkpoint(ckpt_path_, st, *model_, *optim_, states);
+    } catch (...) {
+      model_->to(job_.device);
+      throw;
+    }
+    model_->to(job_.device);
+  });
+}
+
+// ------------------------------------------------------------------------------ one epoch's steps
+bool FoldRun::train_epoch(int epoch, EpochSums& sums, Timing& t) {
+  const auto& opt = job_.opt;
+  const bool resumed_epoch = epoch == start_epoch_ && start_step_ > 0;
+  const std::int64_t first = resumed_epoch ? start_step_ : 0;
+  if (resumed_epoch && job_.root) t = part_time_;
+  reset_peak_rss();
+  cuda_reset_peak_memory(job_.device.is_cuda() ? job_.device.index() : -1);
+  job_.batches->start(epoch_plan(train_ids_, my_b_, steps_, opt.seed, f_, epoch, job_.rank),
+                      folds::derive_seed(opt.seed, static_cast<std::uint64_t>(f_), static_cast<std::uint64_t>(epoch)), true,
+                      static_cast<std::size_t>(first));
+  const auto on = torch::TensorOptions().device(job_.device);
+  torch::Tensor acc_loss = torch::zeros({}, on.dtype(torch::kFloat64)), acc_correct = torch::zeros({}, on.dtype(torch::kInt64));
+  std::int64_t acc_count = 0;
+  bool preempted = false;
+  std::int64_t step = first;
+  // tests: a fixed pause per step, so that a signal sent during the first epoch lands mid-fold however fast
+  // the machine trains (tests/slurm/test_chain.sh)
+  static const long step_delay_ms = test_delay_ms("HSIPIPE_TEST_STEP_DELAY_MS");
+  PhaseClock& clock = *job_.clock;
+  // (the step that sees the signal still counts as done: ++step runs before the condition ends the loop)
+  for (; step < steps_ && !preempted; ++step) abort_on_local_error(job_.world, [&] {
+    if (step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms));
+    clock.begin_step();
+    auto b = job_.batches->next();
+    if (!b) throw Error("loader ended before step " + std::to_string(step) + " of " + std::to_string(steps_));
+    clock.mark(Phase::data);
+    StepResult r = train_step(*model_, *optim_, *sync_, b->x, b->y, G_, job_.precision, &clock);
+    acc_loss += r.loss_sum.to(torch::kFloat64);
+    acc_correct += r.correct;
+    acc_count += static_cast<std::int64_t>(b->size);
+    // agree on preemption between steps (one tiny allreduce on the host)
+    preempted = job_.world.allreduce_max(static_cast<int>(stop_signal() != 0)) != 0;
+    clock.mark(Phase::comm);
+  });
+  t.add_steps(clock.finish());  // CUDA: waits for the epoch's last event only
+  // global sums of the epoch (or of its part so far)
+  double s[3] = {acc_loss.item<double>(), static_cast<double>(acc_correct.item<std::int64_t>()), static_cast<double>(acc_count)};
+  {
+    const double t0 = now_s();
+    job_.world.allreduce_sum(s, 3);
+    t.comm += now_s() - t0;
+  }
+  // the same sums on every rank: all stop here together
+  if (!std::isfinite(s[0])) {
+    throw Error("fold " + std::to_string(f_) + " epoch " + std::to_string(epoch + 1) + ": the training loss is " +
+                (std::isnan(s[0]) ? "NaN" : "infinite") + " (non-finite values in the cache " + opt.cache +
+                ", or a learning rate too large: --lr " + std::to_string(opt.lr) + ")");
+  }
+  sums = {s[0], s[1], s[2]};
+  if (job_.root && resumed_epoch) {
+    sums.loss += part_.loss;
+    sums.correct += part_.correct;
+    sums.count += part_.count;
+  }
+  if (!preempted) return true;
+  job_.batches->stop();
+  const double t0 = now_s();
+  save(epoch, step, false, sums, t);
+  t.checkpoint += now_s() - t0;
+  if (job_.root) {
+    job_.log << "fold " << f_ << " epoch " << epoch + 1 << " step " << step << "/" << steps_ << ": signal " << stop_signal()
+             << " received; checkpoint written, exiting for requeue\n" << std::flush;
+  }
+  return false;
+}
+
+// ------------------------------------------------------------------------------ validation (COLLECTIVE)
+Validation FoldRun::validate() {
+  torch::NoGradGuard ng;
+  model_->eval();
+  std::vector<std::vector<std::uint64_t>> plan;
+  const std::size_t vb = static_cast<std::size_t>(std::max<std::int64_t>(256, job_.opt.batch));
+  for (std::size_t i = 0; i < val_ids_.size(); i += vb)
+    plan.emplace_back(val_ids_.begin() + static_cast<std::ptrdiff_t>(i),
+                      val_ids_.begin() + static_cast<std::ptrdiff_t>(std::min(val_ids_.size(), i + vb)));
+  job_.batches->start(std::move(plan), 0, false);
+  const int C = job_.classes_n();
+  std::vector<torch::Tensor> probs;  // on the device until the end: one copy to the host, not one a batch
+  while (auto b = job_.batches->next()) {
+    torch::Tensor logits;
+    {
+      AutocastScope ac(job_.precision, job_.device);
+      logits = model_->forward(b->x);
+    }
+    probs.push_back(torch::softmax(logits.to(torch::kFloat32), 1));
+  }
+  model_->train();
+  std::vector<std::int32_t> pred;
+  std::vector<float> scores;
+  if (!probs.empty()) {
+    const auto prob = torch::cat(probs).to(torch::kCPU).contiguous();
+    const auto am = prob.argmax(1).to(torch::kInt32).contiguous();
+    pred.assign(am.data_ptr<std::int32_t>(), am.data_ptr<std::int32_t>() + am.numel());
+    scores.assign(prob.data_ptr<float>(), prob.data_ptr<float>() + prob.numel());
+  }
+  const auto all_ids = job_.world.allgatherv(val_ids_);
+  const auto all_pred = job_.world.allgatherv(pred);
+  const auto all_scores = job_.world.allgatherv(scores);
+  // each validation sample exactly once
+  std::vector<std::size_t> order(all_ids.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return all_ids[a] < all_ids[b]; });
+  Validation v;
+  v.ids.reserve(order.size());
+  for (auto i : order) v.ids.push_back(all_ids[i]);
+  if (v.ids != val_all_) {
+    std::size_t dup = 0;
+    for (std::size_t i = 1; i < v.ids.size(); ++i) dup += v.ids[i] == v.ids[i - 1];
+    throw Error("validation of fold " + std::to_string(f_) + ": gathered " + std::to_string(v.ids.size()) + " predictions (" +
+                std::to_string(dup) + " duplicated) for the fold's " + std::to_string(val_all_.size()) +
+                " validation samples: each must be predicted exactly once");
+  }
+  std::vector<int> truth;
+  truth.reserve(order.size());
+  const auto Cs = static_cast<std::size_t>(C);
+  for (auto i : order) {
+    v.pred.push_back(all_pred[i]);
+    truth.push_back(job_.classes.index(job_.table.label[all_ids[i]]));
+    v.scores.insert(v.scores.end(), all_scores.begin() + static_cast<std::ptrdiff_t>(i * Cs),
+                    all_scores.begin() + static_cast<std::ptrdiff_t>((i + 1) * Cs));
+  }
+  v.metrics = compute_metrics(truth, v.pred, job_.classes);
+  return v;
+}
+
+/// Every rank must hold the same parameters (they applied the same summed gradients): checked.
+void FoldRun::check_replicas(int epoch) {
+  last_hash_ = parameter_hash(*model_);
+  if (job_.world.allreduce_min(last_hash_) != job_.world.allreduce_max(last_hash_)) {
+    throw Error("fold " + std::to_string(f_) + " epoch " + std::to_string(epoch + 1) +
+                ": model parameters differ between ranks (data-parallel replicas diverged)");
+  }
+}
+
+// ------------------------------------------------------------------------------ the record (COLLECTIVE)
+nlohmann::json FoldRun::epoch_record(int epoch, const EpochSums& sums, const Timing& t, double total) {
+  const std::uint64_t rss = job_.world.allreduce_max(peak_rss_bytes());
+  const auto dev_mem = cuda_peak_memory(job_.device.is_cuda() ? job_.device.index() : -1);
+  std::uint64_t dev_peak = dev_mem ? dev_mem->peak_allocated : 0, dev_reserved = dev_mem ? dev_mem->peak_reserved : 0;
+  dev_peak = job_.world.allreduce_max(dev_peak);
+  dev_reserved = job_.world.allreduce_max(dev_reserved);
+  if (!job_.root) return {};
+  const auto& m = last_val_.metrics;
+  nlohmann::json rec = {
+      {"fold", f_},
+      {"epoch", epoch + 1},
+      {"epochs", job_.opt.epochs},
+      {"steps", steps_},
+      {"global_batch", G_},
+      {"samples", sums.count},
+      {"loss", sums.count > 0 ? sums.loss / sums.count : 0.0},
+      {"train_accuracy", sums.count > 0 ? sums.correct / sums.count : 0.0},
+      {"val", {{"n", m.n}, {"oa", m.oa}, {"aa", m.aa}, {"kappa", m.kappa}}},
+      {"samples_per_s", t.train() > 0 ? sums.count / t.train() : 0.0},
+      {"peak_rss_bytes", rss},
+      {"peak_device_bytes", dev_mem ? nlohmann::json(dev_peak) : nlohmann::json(nullptr)},
+      {"peak_device_reserved_bytes", dev_mem ? nlohmann::json(dev_reserved) : nlohmann::json(nullptr)},
+      {"device", job_.device.str()},
+      {"precision", precision_name(job_.precision)},
+      {"batches", job_.batches->kind()},
+      {"clock", job_.clock->on_device() ? "cuda events" : "host"},
+      {"ranks", job_.R},
+      {"parameter_hash", hex64(last_hash_)},
+      {"replicas_identical", true}};
+  rec["time_s"] = t.to_json(total);
+  rec["eta"] = total > 0 ? t.compute / total : 0.0;
+  return rec;
+}
+
+void FoldRun::log_epoch(int epoch, const nlohmann::json& rec, const Timing& t, double total) {
+  const auto& m = last_val_.metrics;
+  std::ostringstream l;
+  l << std::fixed << "fold " << f_ << " epoch " << epoch + 1 << "/" << job_.opt.epochs << std::setprecision(4) << " loss "
+    << rec["loss"].get<double>() << " train_acc " << rec["train_accuracy"].get<double>() << " | val oa " << m.oa << " aa " << m.aa
+    << " kappa " << m.kappa << " | " << std::setprecision(0) << rec["samples_per_s"].get<double>() << " samples/s | data "
+    << std::setprecision(1) << 100 * t.data / total << "% compute " << 100 * t.compute / total << "% comm " << 100 * t.comm / total
+    << "% idle " << 100 * t.idle / total << "% eval " << 100 * t.eval / total << "% ckpt " << 100 * t.checkpoint / total
+    << "% eta " << std::setprecision(2) << t.compute / total << (job_.clock->on_device() ? " (GPU busy)" : "") << " | peak rss "
+    << fmt_bytes(rec["peak_rss_bytes"].get<std::uint64_t>());
+  if (!rec["peak_device_bytes"].is_null()) l << " gpu " << fmt_bytes(rec["peak_device_bytes"].get<std::uint64_t>());
+  job_.log << l.str() << "\n" << std::flush;
+}
+
+// ------------------------------------------------------------------------------ results (rank 0)
+void FoldRun::write_results() {
+  collective_step(job_.world, "writing fold results", [&] {
+    if (!job_.root) return;
+    const auto& table = job_.table;
+    FoldResult fr;
+    fr.fold = f_;
+    fr.metrics = last_val_.metrics;
+    fr.predictions.reserve(last_val_.ids.size());
+    for (std::size_t i = 0; i < last_val_.ids.size(); ++i) {
+      const auto id = last_val_.ids[i];
+      fr.predictions.push_back({id, table.scene[id], table.row[id], table.col[id], table.label[id], job_.classes.value(last_val_.pred[i])});
+    }
+    fr.extra = {{"epochs", history_}, {"io", job_.io}, {"global_batch", G_}, {"steps_per_epoch", steps_},
+                {"train_samples", n_train_}, {"train_seconds", train_s_}, {"device", job_.device.str()},
+                {"backend", dist::backend_name(job_.backend)}, {"ranks", job_.R}};
+    write_fold_results(job_.opt.out, job_.run, fr, table.scenes);
+    cache::write_npy(fdir_ + "/scores.npy", DType::f32,
+                     {static_cast<std::uint64_t>(last_val_.ids.size()), static_cast<std::uint64_t>(job_.classes_n())},
+                     last_val_.scores.data());
+    job_.log << "fold " << f_ << ": oa " << std::setprecision(4) << last_val_.metrics.oa << " aa " << last_val_.metrics.aa
+             << " kappa " << last_val_.metrics.kappa << " over " << last_val_.metrics.n << " validation samples -> " << fdir_ << "\n"
+             << std::flush;
+  });
+}
+
+}  // namespace hsipipe::train::detail
