@@ -23,6 +23,8 @@ int run_plan(int argc, char** argv) {
       "optimizer", po::value<std::string>()->default_value("adam"), "adam or sgd")(
       "momentum", po::value<double>()->default_value(0.9), "sgd momentum (0: no momentum buffer)")(
       "ranks", po::value<int>()->default_value(1), "data-parallel ranks sharing the global batch")(
+      "device", po::value<std::string>()->default_value("cuda"),
+      "cuda (device memory: adds the CUDA runtime's fixed costs, M_runtime) or cpu")(
       "budget", po::value<std::string>()->default_value(""), "memory per rank, e.g. 24GiB, 80GB: say which lever fits")(
       "rows", po::value<std::uint64_t>()->default_value(0), "scene rows (for the cache sizes)")(
       "cols", po::value<std::uint64_t>()->default_value(0), "scene columns (for the cache sizes)")(
@@ -43,6 +45,10 @@ int run_plan(int argc, char** argv) {
   r.optimizer = p.vm["optimizer"].as<std::string>();
   r.momentum = p.vm["momentum"].as<double>();
   r.ranks = p.vm["ranks"].as<int>();
+  r.device = p.vm["device"].as<std::string>();
+  if (p.vm["measure"].as<bool>() && !p.vm["device"].defaulted() && r.device != "cpu")
+    throw ConfigError("--measure runs CPU steps: it compares with the --device cpu estimate");
+  if (p.vm["measure"].as<bool>()) r.device = "cpu";
   const std::string budget = p.vm["budget"].as<std::string>();
   if (!budget.empty()) r.budget = train::parse_bytes(budget, "--budget");
   r.rows = p.vm["rows"].as<std::uint64_t>();

@@ -67,6 +67,7 @@ void validate(const PlanRequest& r) {
     throw ConfigError("--precision: '" + r.precision + "' (expected fp32 or bf16)");
   if (r.optimizer != "adam" && r.optimizer != "sgd")
     throw ConfigError("--optimizer: '" + r.optimizer + "' (expected adam or sgd)");
+  if (r.device != "cpu" && r.device != "cuda") throw ConfigError("--device: '" + r.device + "' (expected cpu or cuda)");
   if (r.cache_dtype_bytes != 2 && r.cache_dtype_bytes != 4) throw ConfigError("--cache-dtype: expected float16 or float32");
   check_model_fits(r.model, info.spatial ? cache::Layout::patch : (r.patch == 1 ? cache::Layout::pixel : cache::Layout::patch),
                    r.patch, r.bands);
@@ -132,7 +133,8 @@ Plan estimate(const PlanRequest& r) {
   p.m_act = act;
   p.m_input = n * (static_cast<std::uint64_t>(x.numel()) * 4 + 8);
   p.m_workspace = max_saved + max_conv + (bf16 ? 2 * np : 0);
-  p.total = p.m_param + p.m_grad + p.m_opt + p.m_act + p.m_input + p.m_workspace;
+  p.m_runtime = r.device == "cuda" ? kCudaRuntimeBytes : 0;
+  p.total = p.m_param + p.m_grad + p.m_opt + p.m_act + p.m_input + p.m_workspace + p.m_runtime;
 
   if (r.rows && r.cols && r.samples) {
     const std::uint64_t d = static_cast<std::uint64_t>(r.cache_dtype_bytes), b = static_cast<std::uint64_t>(r.bands);
@@ -261,7 +263,9 @@ json to_json(const Plan& p) {
                 {"activations", p.m_act},
                 {"input", p.m_input},
                 {"workspace", p.m_workspace},
+                {"runtime", p.m_runtime},
                 {"total", p.total}}},
+              {"device", r.device},
               {"budget_bytes", r.budget},
               {"fits", r.budget == 0 ? json(nullptr) : json(p.total <= r.budget)},
               {"layers", layers},
@@ -294,6 +298,7 @@ std::string plan_text(const Plan& p) {
   line("M_act", p.m_act);
   line("M_input", p.m_input);
   line("M_workspace", p.m_workspace);
+  if (p.m_runtime) line("M_runtime", p.m_runtime);
   line("total", p.total);
   o << "  (activations: batch-1 shape trace of the real model x per-rank batch; steady state, optimizer state allocated)\n";
   if (!p.caches.empty()) {

@@ -1,7 +1,7 @@
 #pragma once
 // train/planner: memory budget of one training step, before anything is trained (`hsipipe plan`).
 //
-//   M_total = M_param + M_grad + M_opt + M_act + M_input + M_workspace      (per rank)
+//   M_total = M_param + M_grad + M_opt + M_act + M_input + M_workspace [+ M_runtime on CUDA]   (per rank)
 //
 // How each term is estimated:
 //   M_param    parameters x 4 bytes (fp32 master weights in both precisions).
@@ -21,6 +21,12 @@
 //              p 9, batch 256) +15%; hybridsn (30 bands, p 15, batch 64) +3% in one run and -26% in
 //              another (measured 84 vs 116 MiB for the same step: glibc/oneDNN noise on a loaded
 //              machine). The CPU test tolerance is 35%; the GPU 25% check has not been run.
+//   M_runtime  (--device cuda) what a CUDA process holds in the caching allocator beyond the model's
+//              tensors: cuBLAS's workspace (32 MiB on Hopper, PyTorch's default CUBLAS_WORKSPACE_CONFIG)
+//              and cuDNN's convolution workspaces and small-block rounding. Set to 64 MiB from the H200
+//              run of 2026-12-04 (PyTorch 2.11): hu1d fp32, batch 256, measured 76 MiB peak allocated
+//              where the terms above give 16 MiB; the larger models' plans were within 4% before it.
+//              docs/BENCHMARKS.md's GPU section compares plan and measurement for every model.
 // The estimate is the steady-state upper bound (optimizer state already allocated during the
 // activation peak, i.e. the second and later steps). Everything here is rank-local.
 #include <cstdint>
@@ -43,6 +49,7 @@ struct PlanRequest {
   // Cache sizing (optional): one scene of rows x cols, `samples` labeled pixels, stored as cache_dtype.
   std::uint64_t rows = 0, cols = 0, samples = 0;
   int cache_dtype_bytes = 2;       ///< 2 (float16) or 4 (float32)
+  std::string device = "cpu";      ///< cpu | cuda (cuda adds M_runtime)
 };
 
 struct PlanLayer {
@@ -71,7 +78,7 @@ struct Plan {
   int batch_per_rank = 1;
   std::int64_t params = 0;
   std::vector<PlanLayer> layers;
-  std::uint64_t m_param = 0, m_grad = 0, m_opt = 0, m_act = 0, m_input = 0, m_workspace = 0, total = 0;
+  std::uint64_t m_param = 0, m_grad = 0, m_opt = 0, m_act = 0, m_input = 0, m_workspace = 0, m_runtime = 0, total = 0;
   std::vector<CacheEstimate> caches;  ///< empty unless rows, cols and samples were given
   std::vector<Lever> levers;          ///< empty unless a budget was given and the total exceeds it
 };
@@ -79,6 +86,8 @@ struct Plan {
 /// Validates the request (ConfigError naming the option) and estimates. With a budget that the
 /// total exceeds, tries each lever alone and reports the mildest change that fits.
 Plan make_plan(const PlanRequest& req);
+/// M_runtime of a CUDA process (see above).
+inline constexpr std::uint64_t kCudaRuntimeBytes = 64ull << 20;
 nlohmann::json to_json(const Plan& p);
 std::string plan_text(const Plan& p);
 
