@@ -3,9 +3,11 @@
 # filled .device-debs/ (carried along). Unpacks those Debian packages into a private prefix (never
 # into /), configures hsipipe against the image's CUDA libtorch (PyTorch 2.x) with NCCL and without
 # GDAL, builds with all cores, then runs synth -> decode -> folds -> train --device cuda --backend nccl
-# (one rank: NCCL cannot put two ranks on one GPU) for one fold of hybridsn and of hu1d (and li3d for
-# the planner check), and writes ONE result file: $OUT/device_result.json (+ logs next to it).
-# Must finish well inside 8 minutes.
+# (one rank: NCCL cannot put two ranks on one GPU) for fold 0 of every model at fp32 and bf16, each beside
+# the plain PyTorch script ../shared/bench/py_gpu_baseline.py (carried as .device-bench/, see
+# device_prepare.sh) on the same cache and folds file, and writes ONE result file:
+# $OUT/device_result.json (figures, ratios, planner vs measured memory, both accuracy figures) and
+# $OUT/device_table.md (the table for docs/BENCHMARKS.md), logs next to them. Budget: 6 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
@@ -20,11 +22,19 @@ ML=$PREFIX/usr/lib/x86_64-linux-gnu
 stamp "unpacking $(ls .device-debs/*.deb | wc -l) packages into $PREFIX"
 mkdir -p "$PREFIX"
 for f in .device-debs/*.deb; do dpkg-deb -x "$f" "$PREFIX"; done
+# Debian's -dev packages link some libraries by absolute path (libz.so -> /lib/x86_64-linux-gnu/libz.so.1.x),
+# which the image may not have: point every absolute link that has a target inside the prefix there.
+find "$PREFIX" -type l -lname '/*' | while read -r l; do
+  t=$(readlink "$l")
+  [ -e "$PREFIX$t" ] && ln -sf "$PREFIX$t" "$l"
+done
 
 # Relocated Open MPI (Debian's is configured for /usr): OPAL_* tell it where it now lives.
 export OPAL_PREFIX=$PREFIX/usr OPAL_SYSCONFDIR=$PREFIX/etc/openmpi
 export PATH=$PREFIX/usr/bin:$PATH
-export LD_LIBRARY_PATH=$ML:$ML/openmpi/lib:$ML/hdf5/openmpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=$ML:$PREFIX/lib/x86_64-linux-gnu:$ML/openmpi/lib:$ML/hdf5/openmpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# PMIx looks for a compression library for its messages; one node needs none: no warning on every mpiexec
+export PMIX_MCA_pcompress_base_silence_warning=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_plm_rsh_agent=false
 ln -sf mpiexec.openmpi "$PREFIX/usr/bin/mpiexec"
@@ -62,42 +72,29 @@ run1 decode --scene "$W/scene/scene.hdr" --labels "$W/scene/labels.hdr" --layout
 "$HS" folds --cache "$W/pixel" --k 5 --seed 42 --strategy stratified --out "$W/folds_pixel.json"
 stamp "cache and folds ready"
 
-train_one() {  # model cache folds precision epochs
-  local model=$1 cache=$2 folds=$3 prec=$4 epochs=$5
+BASELINE=.device-bench/py_gpu_baseline.py
+one() {  # model cache folds patch precision epochs: hsipipe, its plan, then the PyTorch script
+  local model=$1 cache=$2 folds=$3 patch=$4 prec=$5 epochs=$6
   local out=$W/run-$model-$prec
-  stamp "train $model ($prec)"
+  stamp "train $model ($prec, $epochs epochs)"
   run1 train --cache "$cache" --folds "$folds" --model "$model" --fold 0 --epochs "$epochs" --batch 256 \
-    --device cuda --backend nccl --precision "$prec" --threads 4 --out "$out" 2>&1 | tail -5
-  "$HS" plan --model "$model" --bands 200 --patch "$([ "$cache" = "$W/pixel" ] && echo 1 || echo 11)" \
-    --batch 256 --precision "$prec" > "$out/plan.txt" 2>&1 || true
-  cp "$out/fold-0/epochs.jsonl" "$OUT/epochs-$model-$prec.jsonl" 2>/dev/null || true
-  cp "$out/plan.txt" "$OUT/plan-$model-$prec.txt" 2>/dev/null || true
+    --device cuda --backend nccl --precision "$prec" --out "$out" > "$OUT/train-$model-$prec.log" 2>&1 || {
+    tail -20 "$OUT/train-$model-$prec.log"; }
+  grep -E "epoch|error" "$OUT/train-$model-$prec.log" | tail -3 || true
+  "$HS" plan --device cuda --model "$model" --bands 200 --patch "$patch" --batch 256 --classes 8 --precision "$prec" \
+    --json > "$out.plan.json" 2> "$OUT/plan-$model-$prec.err" || true
+  if [ -f "$BASELINE" ]; then
+    stamp "pytorch script $model ($prec)"
+    timeout 120 "$PY" "$BASELINE" "$cache" "$folds" "$model" "$prec" "$epochs" 256 8 > "$out.baseline.json" \
+      2> "$OUT/baseline-$model-$prec.err" || tail -5 "$OUT/baseline-$model-$prec.err"
+  fi
 }
-train_one hybridsn "$W/cube" "$W/folds_cube.json" fp32 5
-train_one hybridsn "$W/cube" "$W/folds_cube.json" bf16 5
-train_one li3d "$W/cube" "$W/folds_cube.json" fp32 3
-train_one hu1d "$W/pixel" "$W/folds_pixel.json" fp32 10
-
-"$PY" - "$W" "$OUT/device_result.json" <<'PYEOF'
-import json, sys, glob, os, re
-w, dest = sys.argv[1], sys.argv[2]
-out = {"runs": []}
-for run in sorted(glob.glob(os.path.join(w, "run-*"))):
-    name = os.path.basename(run)[4:]
-    rec = {"run": name}
-    ep = os.path.join(run, "fold-0", "epochs.jsonl")
-    if os.path.exists(ep):
-        lines = [json.loads(l) for l in open(ep) if l.strip()]
-        if lines:
-            rec["last_epoch"] = lines[-1]
-    m = os.path.join(run, "fold-0", "metrics.json")
-    if os.path.exists(m):
-        rec["metrics"] = {k: v for k, v in json.load(open(m)).items() if k in ("oa", "aa", "kappa")}
-    p = os.path.join(run, "plan.txt")
-    if os.path.exists(p):
-        rec["plan"] = open(p).read()[-2000:]
-    out["runs"].append(rec)
-json.dump(out, open(dest, "w"), indent=2)
-print(json.dumps(out, indent=2)[:6000])
-PYEOF
+for prec in fp32 bf16; do
+  one hybridsn "$W/cube" "$W/folds_cube.json" 11 "$prec" "$([ "$prec" = fp32 ] && echo 5 || echo 3)"
+  one li3d "$W/cube" "$W/folds_cube.json" 11 "$prec" 3
+  one hamida3d "$W/cube" "$W/folds_cube.json" 11 "$prec" 3
+  one hu1d "$W/pixel" "$W/folds_pixel.json" 1 "$prec" 3
+  one mlp "$W/pixel" "$W/folds_pixel.json" 1 "$prec" 3
+done
+"$PY" scripts/device_report.py "$W" "$OUT/device_result.json" "$OUT/device_table.md"
 stamp "done: $OUT/device_result.json"

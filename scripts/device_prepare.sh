@@ -14,15 +14,18 @@ PACKAGES=(
   libhdf5-openmpi-103-1 libhdf5-openmpi-dev libhdf5-103-1 libsz2 libaec0 libaec-dev
   libboost-program-options1.74.0 libboost-program-options1.74-dev libboost1.74-dev
   libmatio11 libmatio-dev libxxhash0 libxxhash-dev nlohmann-json3-dev libeigen3-dev
-  libpng-dev libpng16-16 zlib1g-dev libssl-dev
+  libpng-dev libpng16-16 zlib1g zlib1g-dev libssl-dev
 )
 mkdir -p "$DEST"
 if ! apt-cache show openmpi-bin >/dev/null 2>&1; then apt-get update -qq; fi
 (cd "$DEST" && apt-get download -qq "${PACKAGES[@]}")
+# the plain PyTorch script the GPU figures are compared with (shared/ does not travel to the device)
+mkdir -p .device-bench
+cp ../shared/bench/py_gpu_baseline.py .device-bench/
 size=$(du -sm "$DEST" | cut -f1)
 echo "device_prepare: $(ls "$DEST"/*.deb | wc -l) packages, ${size} MiB in $DEST"
 if (( size >= 40 )); then
   echo "device_prepare: warning: ${size} MiB exceeds the 40 MiB travel budget" >&2
   exit 1
 fi
-echo "device_prepare: now call the device tool with carry [\"$DEST\"] and command 'bash scripts/device_check.sh'"
+echo "device_prepare: now call the device tool with carry [\"$DEST\", \".device-bench\"] and command 'bash scripts/device_check.sh'"
