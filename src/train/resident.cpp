@@ -53,10 +53,9 @@ void pad_scene(const cache::Shard::Raw::SceneRows& sr, int h, std::size_t value_
   }
 }
 
-torch::Tensor to_device(torch::Tensor host, torch::Device device) {
-  if (!device.is_cuda()) return host;
-  return host.pin_memory().to(device, /*non_blocking=*/true);
-}
+/// A plain (blocking) copy: the shard once per job, the plan once per epoch, both when the stream is idle
+/// (after the previous epoch's last event). Pinning them first would hold a second host copy of the shard.
+torch::Tensor to_device(const torch::Tensor& host, torch::Device device) { return device.is_cuda() ? host.to(device) : host; }
 
 }  // namespace
 
