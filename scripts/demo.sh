@@ -41,7 +41,8 @@ step "folds -> $OUT/folds.json"
 
 step "train --fold all with $RANKS ranks (phase two: every fold reuses the decoded cache) -> $OUT/run"
 t0=$(date +%s.%N)
-"${MPI[@]}" "$BIN" train --config "$CONFIG" --fold all
+# --force: the demo's own run directory, replaced when an earlier demo left one (train refuses to overwrite it)
+"${MPI[@]}" "$BIN" train --config "$CONFIG" --fold all --force
 T_TRAIN=$(elapsed "$t0")
 
 step "summary"

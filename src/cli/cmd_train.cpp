@@ -42,7 +42,8 @@ int run_train(int argc, char** argv) {
       ("augment", po::value<std::string>()->default_value(d.augment), "flip,rot90 | flip | rot90 | none (patches only)")
       ("deterministic", po::bool_switch(), "deterministic algorithms (CPU: interrupted + resumed == uninterrupted)")
       ("checkpoint-every", po::value<int>()->default_value(d.checkpoint_every), "checkpoint every N epochs (0: only on SIGTERM/SIGUSR1)")
-      ("resume", po::bool_switch(), "continue from RUN_DIR/fold-I/checkpoint.pt; skip folds with results")
+      ("resume", po::bool_switch(), "continue from RUN_DIR/fold-I/checkpoint.pt (same cache, folds file and options); skip folds with results")
+      ("force", po::bool_switch(), "replace an earlier run's fold-I/ at --out (refused without --resume or --force)")
       ("precision", po::value<std::string>()->default_value(d.precision), "fp32 | bf16 (autocast, fp32 master weights)")
       ("quiet", po::bool_switch(), "no per-epoch log line");
   const Parsed a = parse(argc, argv, "train",
@@ -75,6 +76,7 @@ int run_train(int argc, char** argv) {
   o.deterministic = vm["deterministic"].as<bool>();
   o.checkpoint_every = vm["checkpoint-every"].as<int>();
   o.resume = vm["resume"].as<bool>();
+  o.force = vm["force"].as<bool>();
   o.precision = vm["precision"].as<std::string>();
   o.log_epochs = !vm["quiet"].as<bool>();
 

@@ -7,10 +7,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/hash.hpp"
 
 namespace hsipipe::train {
 
@@ -19,7 +22,7 @@ namespace {
 nlohmann::json meta_json(const CheckpointState& st) {
   return {{"format", "hsipipe-checkpoint"}, {"version", 1}, {"fold", st.fold}, {"epoch", st.epoch},
           {"step", st.step}, {"finished", st.finished}, {"world_size", st.world_size}, {"config", st.config},
-          {"progress", st.progress}};
+          {"provenance", st.provenance}, {"progress", st.progress}};
 }
 
 CheckpointState from_meta(const std::string& text, const std::string& path) {
@@ -38,6 +41,7 @@ CheckpointState from_meta(const std::string& text, const std::string& path) {
     st.finished = j.at("finished").get<bool>();
     st.world_size = j.at("world_size").get<int>();
     st.config = j.at("config");
+    st.provenance = j.value("provenance", nlohmann::json::object());
     st.progress = j.at("progress");
   } catch (const std::exception& e) {
     throw FormatError(path, "meta", e.what());
@@ -51,14 +55,6 @@ std::string read_meta(torch::serialize::InputArchive& ar, const std::string& pat
   return v.toStringRef();
 }
 
-void fsync_path(const std::string& p) {
-  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(p, "open", errno);
-  const int rc = ::fsync(fd);
-  const int e = errno;
-  ::close(fd);
-  if (rc != 0) throw IoError(p, "fsync", e);
-}
 
 }  // namespace
 
@@ -74,33 +70,38 @@ void set_cpu_rng_state(const torch::Tensor& state) {
   gen.set_state(state);
 }
 
+std::string weights_checksum(torch::nn::Module& model) {
+  Xxh3Stream h;
+  auto add = [&](const torch::Tensor& t) {
+    const auto c = t.detach().to(torch::kCPU).contiguous();
+    h.update(c.data_ptr(), static_cast<std::size_t>(c.numel()) * c.element_size());
+  };
+  for (const auto& p : model.parameters()) add(p);
+  for (const auto& b : model.buffers()) add(b);
+  return hex64(h.digest());
+}
+
 void save_checkpoint(const std::string& path, const CheckpointState& st, torch::nn::Module& model,
                      torch::optim::Optimizer& opt, const std::vector<torch::Tensor>& rng_states) {
   torch::serialize::OutputArchive ar;
-  ar.write("meta", c10::IValue(meta_json(st).dump()));
+  nlohmann::json meta = meta_json(st);
+  meta["weights_xxh3"] = weights_checksum(model);
+  ar.write("meta", c10::IValue(meta.dump()));
   torch::serialize::OutputArchive m, o;
   model.save(m);
   opt.save(o);
   ar.write("model", m);
   ar.write("optimizer", o);
   for (std::size_t r = 0; r < rng_states.size(); ++r) ar.write("rng/" + std::to_string(r), rng_states[r]);
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  // In memory first: libtorch's file writer throws from a destructor when the disk fills (terminate,
+  // exit 134, the temporary file left behind). The file itself is written like every other result.
+  std::ostringstream bytes;
   try {
-    ar.save_to(tmp);
-    fsync_path(tmp);
+    ar.save_to(bytes);
   } catch (const c10::Error& e) {
-    std::remove(tmp.c_str());
-    throw IoError(path, std::string("write checkpoint: ") + e.what_without_backtrace());
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
+    throw IoError(path, std::string("serialise checkpoint: ") + e.what_without_backtrace());
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw IoError(path, "rename", ec.value());
-  }
+  fs::write_text_atomic(path, std::move(bytes).str());
 }
 
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
@@ -126,6 +127,13 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
     }
   } catch (const c10::Error& e) {
     throw FormatError(path, "model/optimizer", std::string("does not fit this model and optimizer: ") + e.what_without_backtrace());
+  }
+  const nlohmann::json meta = nlohmann::json::parse(read_meta(ar, path));
+  if (!meta.contains("weights_xxh3")) throw FormatError(path, "meta.weights_xxh3", "missing (a checkpoint of an older hsipipe: train this fold again)");
+  const std::string have = weights_checksum(model);
+  if (have != meta["weights_xxh3"].get<std::string>()) {
+    throw FormatError(path, "model", "weights do not match their checksum (weights_xxh3 " + meta["weights_xxh3"].get<std::string>() +
+                                         ", loaded " + have + "): the file was altered or damaged");
   }
   return st;
 }

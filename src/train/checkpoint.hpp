@@ -1,13 +1,17 @@
 #pragma once
 // train/checkpoint: one file per fold, RUN_DIR/fold-I/checkpoint.pt (a torch archive):
 //   "meta"       JSON text: fold, epoch (the epoch in progress or next), step (next step of that
-//                epoch), finished, world_size, config (options that must match on resume), and the
-//                trainer's partial-epoch accumulators and epoch history, so a resumed epoch reports
-//                the same numbers as an uninterrupted one.
+//                epoch), finished, world_size, config (options that must match on resume), provenance
+//                (the cache's data_checksum, the folds file's fingerprint and k: --resume refuses any
+//                other), weights_xxh3 (XXH3-64 of the model's parameters and buffers as saved, checked on
+//                load), and the trainer's partial-epoch accumulators and epoch history, so a resumed
+//                epoch reports the same numbers as an uninterrupted one.
 //   "model"      parameters and buffers (Module::save), identical on every rank.
 //   "optimizer"  optimizer state (Optimizer::save).
 //   "rng/<r>"    torch's CPU generator state of rank r (dropout masks), uint8.
-// Written by rank 0 only, atomically: PATH.tmp-<pid>, fsync, rename. Read by every rank.
+// Written by rank 0 only: serialised in memory first (libtorch's file writer aborts the process when
+// the disk fills), then PATH.tmp-<pid>, fsync, rename; any failure is an IoError naming the file and
+// leaves no temporary file. Read by every rank.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +28,7 @@ struct CheckpointState {
   bool finished = false;
   int world_size = 1;
   nlohmann::json config = nlohmann::json::object();
+  nlohmann::json provenance = nlohmann::json::object();  ///< data_checksum, folds_fingerprint, n_folds
   nlohmann::json progress = nlohmann::json::object();  ///< trainer-defined (accumulators, history)
 };
 
@@ -32,7 +37,10 @@ void save_checkpoint(const std::string& path, const CheckpointState& st, torch::
                      torch::optim::Optimizer& opt, const std::vector<torch::Tensor>& rng_states);
 
 /// Rank-local. Loads into `model` and `opt` (which must have the same structure) and returns the
-/// state; fills rng_states (one per rank of the writing run). Throws FormatError naming the file.
+/// state; fills rng_states (one per rank of the writing run). Throws FormatError naming the file, also
+/// when the loaded weights do not match the checksum they were saved with.
+/// XXH3-64 of a module's parameters and buffers (float bytes, registration order), as 16 hex digits.
+std::string weights_checksum(torch::nn::Module& model);
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
                                 std::vector<torch::Tensor>& rng_states);
 

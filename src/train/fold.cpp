@@ -86,8 +86,10 @@ int FoldRun::run(nlohmann::json& fold_wall) {
     train_s_ += now_s() - t_epoch0;
   }
   if (start_epoch_ >= job_.opt.epochs) abort_on_local_error(job_.world, [&] { last_val_ = validate(); });  // resumed after the last epoch
+  // metrics.json last: it marks the fold complete (report, --resume), so nothing may be missing once it exists
+  write_scores();
+  save(job_.opt.epochs, 0, true, EpochSums{}, Timing{});
   write_results();
-  save(job_.opt.epochs, 0, true, EpochSums{}, Timing{});  // the finished marker: --resume skips this fold
   fold_wall.push_back({{"fold", f_}, {"seconds", now_s() - t_fold0}});
   return 0;
 }
@@ -105,20 +107,49 @@ bool FoldRun::resume_decision() {
       return;
     }
     CheckpointState st = peek_checkpoint(ckpt_path_);
-    if (st.fold != f_) throw FormatError(ckpt_path_, "fold", "is " + std::to_string(st.fold) + ", expected " + std::to_string(f_));
-    if (st.world_size != job_.R) {
-      throw ConfigError("--resume: " + ckpt_path_ + " was written by " + std::to_string(st.world_size) +
-                        " ranks; resume with the same number (this run has " + std::to_string(job_.R) + ")");
-    }
-    nlohmann::json want = opt.identity();
-    want.erase("epochs");
-    nlohmann::json have = st.config;
-    have.erase("epochs");
-    if (have != want) throw ConfigError("--resume: " + ckpt_path_ + " was trained with other options: " + st.config.dump() + " vs " + opt.identity().dump());
+    check_resumable(st);
     if (st.finished && have_metrics) skip = true;
     else resume_state_ = st;
   });
   return skip;
+}
+
+/// Everything a checkpoint must share with this run to be continued by it, each refusal naming both values.
+void FoldRun::check_resumable(const CheckpointState& st) const {
+  const auto& opt = job_.opt;
+  if (st.fold != f_) throw FormatError(ckpt_path_, "fold", "is " + std::to_string(st.fold) + ", expected " + std::to_string(f_));
+  if (st.world_size != job_.R) {
+    throw ConfigError("--resume: " + ckpt_path_ + " was written by " + std::to_string(st.world_size) +
+                      " ranks; resume with the same number (this run has " + std::to_string(job_.R) + ")");
+  }
+  nlohmann::json want = opt.identity();
+  want.erase("epochs");
+  nlohmann::json have = st.config;
+  have.erase("epochs");
+  if (have != want) throw ConfigError("--resume: " + ckpt_path_ + " was trained with other options: " + st.config.dump() + " vs " + opt.identity().dump());
+  // the data it was trained on: another cache, or a folds file made again, would continue on other samples
+  const char* names[] = {"data_checksum", "folds_fingerprint", "n_folds"};
+  for (const char* key : names) {
+    if (!st.provenance.contains(key)) {
+      throw StaleError("--resume: " + ckpt_path_ + " does not record the " + key +
+                       " it was trained on (a checkpoint of an older hsipipe): train this fold again (--force)");
+    }
+    if (st.provenance[key] != job_.provenance[key]) {
+      throw StaleError("--resume: " + ckpt_path_ + " was trained with " + key + " " + st.provenance[key].dump() + ", but " +
+                       (std::string(key) == "data_checksum" ? "cache " + opt.cache : "folds file " + opt.folds) + " has " +
+                       job_.provenance[key].dump() + ": resuming would continue on other samples (--force starts the fold again)");
+    }
+  }
+  // never report a model trained further than --epochs as the result of --epochs
+  const bool past = st.epoch > opt.epochs || (st.epoch == opt.epochs && st.step > 0 && !st.finished);
+  if (past || (st.finished && st.epoch != opt.epochs)) {
+    throw ConfigError("--resume --epochs " + std::to_string(opt.epochs) + ": " + ckpt_path_ + " is " +
+                      (st.finished ? "a finished " + std::to_string(st.epoch) + "-epoch run"
+                                   : "at epoch " + std::to_string(st.epoch + 1) + " step " + std::to_string(st.step)) +
+                      (past ? ", past the epochs asked for" : "") + ": give --epochs " +
+                      std::to_string(st.finished ? st.epoch : std::max(opt.epochs, st.epoch + 1)) +
+                      " to continue it, or --force to train the fold again");
+  }
 }
 
 // ------------------------------------------------------------------------------ this rank's ids
@@ -126,7 +157,7 @@ void FoldRun::split_ids() {
   const auto& range = job_.range;
   train_ids_.clear();
   val_ids_.clear();
-  val_all_ = job_.folds.val_ids(f_);
+  val_all_ = job_.folds.val_ids(f_);  // never empty: set_up refused such a fold
   for (auto id : job_.folds.train_ids(f_))
     if (range.contains(id) && job_.class_of[id - range.begin] >= 0) train_ids_.push_back(id);
   for (auto id : val_all_)
@@ -211,6 +242,7 @@ void FoldRun::save(int epoch, std::int64_t step, bool finished, const EpochSums&
     st.finished = finished;
     st.world_size = job_.R;
     st.config = job_.opt.identity();
+    st.provenance = job_.provenance;
     st.progress = {{"history", history_}, {"loss_sum", part.loss}, {"correct", part.correct}, {"count", part.count},
                    {"time", t.to_json(0)}};
     // the model is saved from the CPU so a checkpoint resumes on any device
@@ -410,6 +442,15 @@ void FoldRun::log_epoch(int epoch, const nlohmann::json& rec, const Timing& t, d
 }
 
 // ------------------------------------------------------------------------------ results (rank 0)
+void FoldRun::write_scores() {
+  collective_step(job_.world, "writing fold scores", [&] {
+    if (!job_.root) return;
+    cache::write_npy(fdir_ + "/scores.npy", DType::f32,
+                     {static_cast<std::uint64_t>(last_val_.ids.size()), static_cast<std::uint64_t>(job_.classes_n())},
+                     last_val_.scores.data());
+  });
+}
+
 void FoldRun::write_results() {
   collective_step(job_.world, "writing fold results", [&] {
     if (!job_.root) return;
@@ -425,10 +466,7 @@ void FoldRun::write_results() {
     fr.extra = {{"epochs", history_}, {"io", job_.io}, {"global_batch", G_}, {"steps_per_epoch", steps_},
                 {"train_samples", n_train_}, {"train_seconds", train_s_}, {"device", job_.device.str()},
                 {"backend", dist::backend_name(job_.backend)}, {"ranks", job_.R}};
-    write_fold_results(job_.opt.out, job_.run, fr, table.scenes);
-    cache::write_npy(fdir_ + "/scores.npy", DType::f32,
-                     {static_cast<std::uint64_t>(last_val_.ids.size()), static_cast<std::uint64_t>(job_.classes_n())},
-                     last_val_.scores.data());
+    write_fold_results(job_.opt.out, job_.run, fr, table.scenes);  // metrics.json last
     job_.log << "fold " << f_ << ": oa " << std::setprecision(4) << last_val_.metrics.oa << " aa " << last_val_.metrics.aa
              << " kappa " << last_val_.metrics.kappa << " over " << last_val_.metrics.n << " validation samples -> " << fdir_ << "\n"
              << std::flush;

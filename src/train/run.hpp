@@ -93,6 +93,7 @@ struct Job {
   std::unique_ptr<dist::Communicator> comm;
   std::unique_ptr<PhaseClock> clock;
   RunInfo run;
+  nlohmann::json provenance;  ///< what a checkpoint must have been trained on: cache checksum, folds fingerprint, k
   nlohmann::json io;
   std::vector<std::uint64_t> bytes_per_rank;
 
@@ -122,6 +123,7 @@ class FoldRun {
     double loss = 0, correct = 0, count = 0;
   };
   bool resume_decision();  ///< true: results exist, skip
+  void check_resumable(const CheckpointState& st) const;
   void split_ids();
   void build_model();
   void load_resume_state();
@@ -131,6 +133,7 @@ class FoldRun {
   nlohmann::json epoch_record(int epoch, const EpochSums& sums, const Timing& t, double total);
   void log_epoch(int epoch, const nlohmann::json& rec, const Timing& t, double total);
   void check_replicas(int epoch);
+  void write_scores();
   void write_results();
 
   Job& job_;

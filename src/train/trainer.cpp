@@ -164,6 +164,37 @@ void choose_model_and_folds(Job& job) {
   job.fold_list.push_back(f);
 }
 
+/// A fold without validation samples would train and report metrics over nothing.
+void require_validation(const Job& job) {
+  for (int f : job.fold_list) {
+    if (job.folds.val_ids(f).empty()) {
+      throw ConfigError("fold " + std::to_string(f) + " of " + job.opt.folds +
+                        " has no validation samples: its metrics would describe nothing (a hand-made or foreign folds file?)");
+    }
+  }
+}
+
+/// Rank 0: the fold directories this job writes. One that holds an earlier run's files is refused without
+/// --resume (it would be overwritten piecemeal), or removed first with --force.
+void prepare_run_dir(const Job& job) {
+  const auto& opt = job.opt;
+  std::filesystem::create_directories(opt.out);
+  for (int f : job.fold_list) {
+    const std::string dir = fold_dir(opt.out, f);
+    const bool used = std::filesystem::is_directory(dir) && !std::filesystem::is_empty(dir);
+    if (used && !opt.resume) {
+      if (!opt.force) {
+        throw ConfigError("--out " + opt.out + ": " + dir + " holds the files of an earlier run (" +
+                          (std::filesystem::exists(dir + "/metrics.json") ? "finished" : "unfinished") +
+                          "): --resume continues it, --force replaces it, or choose another --out");
+      }
+      std::filesystem::remove_all(dir);
+      job.log << "--force: removed " << dir << " (an earlier run's fold " << f << ")\n";
+    }
+    std::filesystem::create_directories(dir);
+  }
+}
+
 /// auto: the device-resident batches on a GPU when the shard takes at most half of its free memory
 /// (the step's own needs stay far below the rest: `hsipipe plan`), the host ring otherwise.
 std::unique_ptr<BatchSource> make_batches(const Job& job, const LoaderOptions& lopt) {
@@ -195,10 +226,8 @@ void set_up(Job& job) {
     }
     open_inputs(job);
     choose_model_and_folds(job);
-    if (job.root) {
-      std::filesystem::create_directories(opt.out);
-      for (int f : job.fold_list) std::filesystem::create_directories(fold_dir(opt.out, f));
-    }
+    require_validation(job);
+    if (job.root) prepare_run_dir(job);
   });
   if (!std::getenv("OMP_NUM_THREADS")) {
     const int hw = std::max(1u, std::thread::hardware_concurrency());
@@ -234,6 +263,7 @@ void load_inputs(Job& job) {
   job.run.cache_checksum = job.cache->data_checksum();
   job.run.folds_fingerprint = job.folds.fingerprint;
   job.run.n_folds = job.folds.k;
+  job.provenance = {{"data_checksum", job.run.cache_checksum}, {"folds_fingerprint", job.run.folds_fingerprint}, {"n_folds", job.folds.k}};
   job.io = {{"cache_bytes_read_per_rank", job.bytes_per_rank},
             {"shard_loads", 1},
             {"scene_bytes_decoded", 0},

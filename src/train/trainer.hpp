@@ -19,7 +19,11 @@
 // Preemption: SIGTERM or SIGUSR1 sets a flag (async-signal-safe); between steps the ranks agree on
 // it (one allreduce), write a checkpoint at the current step and train() returns kExitPreempted after
 // rank 0 printed "checkpoint written, exiting for requeue". --resume continues from
-// RUN_DIR/fold-I/checkpoint.pt (same rank count); folds whose results exist are skipped.
+// RUN_DIR/fold-I/checkpoint.pt (same rank count, same cache data_checksum, folds fingerprint and options;
+// a checkpoint past --epochs is refused); folds whose results exist are skipped. Without --resume, a fold
+// directory that holds an earlier run's files is refused unless --force (which removes it first).
+// A fold's files are written scores.npy, checkpoint (finished), then metrics.json last: metrics.json
+// marks a complete fold.
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -52,6 +56,7 @@ struct TrainOptions {
   bool deterministic = false;
   int checkpoint_every = 0;        ///< epochs; 0 = only on SIGTERM/SIGUSR1
   bool resume = false;
+  bool force = false;              ///< replace the results of an earlier run in the folds trained here
   std::string precision = "fp32";  ///< fp32 | bf16
   bool log_epochs = true;          ///< one log line per epoch on rank 0
 

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -299,4 +300,183 @@ TEST_CASE("under mpiexec -n 2: SIGUSR1 to mpiexec checkpoints every rank and exi
                     std::to_string(recorded + 1)) != std::string::npos);
     CHECK(count_lines(run_dir + "/fold-0/epochs.jsonl") > recorded);
   }
+}
+
+// ------------------------------------------------------------------------------------------- issue 35
+namespace {
+
+/// mtime of a file in nanoseconds.
+std::int64_t mtime_ns(const std::string& p) {
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+struct SmallRun {
+  test::TempDir tmp{"train-hard"};
+  std::string cache, folds, opts;
+  SmallRun() {
+    cache = make_cache(tmp.str("cache"), "--layout pixel --rows 10 --cols 10 --bands 6 --unlabeled 0");
+    folds = make_folds(cache, tmp.str("folds.json"), 3);
+    opts = " train --cache " + cache + " --folds " + folds + " --model mlp --fold 0 --batch 8 --deterministic --quiet";
+  }
+  test::RunResult train(const std::string& out, const std::string& extra) const {
+    return test::run(bin() + opts + " --out " + out + " " + extra);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("train: metrics.json is the fold's last file; an existing run is refused without --resume or --force",
+          "[train][cli][hardening]") {
+  SmallRun s;
+  const std::string run = s.tmp.str("run");
+  auto r = s.train(run, "--epochs 2 --checkpoint-every 1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string f0 = run + "/fold-0/";
+  // metrics.json marks the fold complete: everything else was written before it
+  const auto done = mtime_ns(f0 + "metrics.json");
+  for (const auto& e : fsys::directory_iterator(f0)) CHECK(mtime_ns(e.path().string()) <= done);
+
+  // a second run into the same --out: refused (exit 2, naming the fold directory), nothing changed
+  r = s.train(run, "--epochs 2");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find(run + "/fold-0 holds the files of an earlier run (finished)") != std::string::npos);
+  CHECK(mtime_ns(f0 + "metrics.json") == done);
+  // --force replaces it
+  r = s.train(run, "--epochs 1 --force");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(count_lines(f0 + "epochs.jsonl") == 1);
+}
+
+TEST_CASE("train --resume refuses a checkpoint of another cache, another folds file, or past --epochs",
+          "[train][cli][hardening]") {
+  SmallRun s;
+  const std::string run = s.tmp.str("run");
+  auto r = s.train(run, "--epochs 3");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  // without metrics.json the finished checkpoint is what --resume continues from
+  fsys::remove(run + "/fold-0/metrics.json");
+
+  SECTION("more epochs than --epochs: never reported as a shorter run") {
+    r = s.train(run, "--epochs 2 --resume");
+    INFO(r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("is a finished 3-epoch run") != std::string::npos);
+    CHECK_FALSE(fsys::exists(run + "/fold-0/metrics.json"));
+    r = s.train(run, "--epochs 3 --resume");  // the same run: its results are written again
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(fsys::exists(run + "/fold-0/metrics.json"));
+  }
+  SECTION("a folds file made again with another seed: the split changed, resuming would leak") {
+    const auto fp0 = read_json(s.folds)["fingerprint"].get<std::string>();
+    const auto again = test::run(bin() + " folds --cache " + s.cache + " --k 3 --seed 99 --out " + s.folds);
+    REQUIRE(again.status == 0);
+    const auto fp1 = read_json(s.folds)["fingerprint"].get<std::string>();
+    REQUIRE(fp0 != fp1);
+    r = s.train(run, "--epochs 3 --resume");
+    INFO(r.output);
+    CHECK(r.status == 5);
+    CHECK(r.output.find("folds_fingerprint \"" + fp0 + "\"") != std::string::npos);
+    CHECK(r.output.find(fp1) != std::string::npos);
+    CHECK_FALSE(fsys::exists(run + "/fold-0/metrics.json"));
+  }
+  SECTION("another cache with the same shape: another data_checksum") {
+    const auto other = make_cache(s.tmp.str("cache2"), "--layout pixel --rows 10 --cols 10 --bands 6 --unlabeled 0 --seed 3");
+    const auto folds2 = make_folds(other, s.tmp.str("folds2.json"), 3);
+    r = test::run(bin() + " train --cache " + other + " --folds " + folds2 +
+                  " --model mlp --fold 0 --batch 8 --deterministic --quiet --epochs 3 --resume --out " + run);
+    INFO(r.output);
+    CHECK(r.status == 5);
+    CHECK(r.output.find("was trained with data_checksum") != std::string::npos);
+  }
+  SECTION("altered weights are found on load") {
+    // a valid archive whose model weights were changed after the fact (its meta keeps the old checksum)
+    const std::string ck = run + "/fold-0/checkpoint.pt";
+    torch::serialize::InputArchive in, model, optim;
+    in.load_from(ck);
+    c10::IValue meta;
+    REQUIRE(in.try_read("meta", meta));
+    in.read("model", model);
+    in.read("optimizer", optim);
+    torch::Tensor rng;
+    in.read("rng/0", rng);
+    auto net = train::make_model("mlp", 6, 1, 3, 1);
+    net->load(model);
+    {
+      torch::NoGradGuard g;
+      net->parameters()[0].view(-1)[0] += 0.5f;
+    }
+    torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3));
+    adam.load(optim);
+    torch::serialize::OutputArchive out, m2, o2;
+    out.write("meta", meta);
+    net->save(m2);
+    adam.save(o2);
+    out.write("model", m2);
+    out.write("optimizer", o2);
+    out.write("rng/0", rng);
+    out.save_to(ck);
+    r = s.train(run, "--epochs 3 --resume");
+    INFO(r.output);
+    CHECK(r.status == 3);
+    CHECK(r.output.find(ck + ": field 'model': weights do not match their checksum") != std::string::npos);
+  }
+}
+
+TEST_CASE("train refuses a fold without validation samples", "[train][cli][hardening]") {
+  SmallRun s;
+  // a hand-made folds file whose fold 2 is empty (every sample in folds 0 and 1), its fingerprint recomputed
+  // by the reference implementation (scripts/folds_reference.py), so that only the empty fold is wrong
+  const auto fix = test::run(test::python() + " -c \"import json, sys; sys.path.insert(0, '" + test::source_dir() +
+                             "/scripts'); import folds_reference as fr; j = json.load(open('" + s.folds +
+                             "')); j['fold'] = [1 if f == 2 else f for f in j['fold']]; "
+                             "j['fingerprint'] = fr.fingerprint(fr.read_cache('" + s.cache + "'), j['fold'], j['excluded']); "
+                             "[j.pop(k) for k in ('counts', 'leakage', 'excluded_counts', 'classes')]; "
+                             "json.dump(j, open('" + s.folds + "', 'w'))\"");
+  INFO(fix.output);
+  REQUIRE(fix.status == 0);
+  const auto r = test::run(bin() + " train --cache " + s.cache + " --folds " + s.folds +
+                           " --model mlp --fold 2 --batch 8 --epochs 1 --quiet --out " + s.tmp.str("run"));
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("fold 2 of " + s.folds + " has no validation samples") != std::string::npos);
+  CHECK_FALSE(fsys::exists(s.tmp.str("run") + "/fold-2"));  // refused before anything was made
+}
+
+TEST_CASE("a full disk while writing the checkpoint is an I/O error naming it, with no temporary file left",
+          "[train][cli][hardening]") {
+  // a 1 MiB tmpfs: the run's small files fit, the checkpoint of a 160-band mlp (~2.5 MiB) does not
+  SmallRun s;
+  const std::string mnt = s.tmp.str("full");
+  fsys::create_directories(mnt);
+  const auto m = test::run("mount -t tmpfs -o size=1m tmpfs " + mnt);
+  if (m.status != 0) {
+    if (std::getenv("CI")) FAIL("cannot mount a tmpfs to fill (CI=true): " << m.output);
+    WARN("not run: cannot mount a tmpfs here: " << m.output);
+    return;
+  }
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { test::run("umount " + dir); }
+  } unmount{mnt};
+  const auto cache = make_cache(s.tmp.str("wide"), "--layout pixel --rows 6 --cols 6 --bands 160 --unlabeled 0");
+  const auto folds = make_folds(cache, s.tmp.str("wide.json"), 2);
+  const auto r = test::run(bin() + " train --cache " + cache + " --folds " + folds +
+                           " --model mlp --fold 0 --batch 8 --epochs 1 --quiet --out " + mnt + "/run");
+  INFO(r.output);
+  CHECK(r.status == 4);
+  CHECK(r.output.find(mnt + "/run/fold-0/checkpoint.pt") != std::string::npos);
+  CHECK(r.output.find("terminate called") == std::string::npos);
+  for (const auto& e : fsys::directory_iterator(mnt + "/run/fold-0")) {
+    INFO(e.path());
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+  }
+  CHECK_FALSE(fsys::exists(mnt + "/run/fold-0/metrics.json"));
 }
