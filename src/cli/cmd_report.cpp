@@ -19,7 +19,8 @@ int run_report(int argc, char** argv) {
   desc.add_options()("run-dir", po::value<std::string>()->required(), "RUN_DIR: the --out directory of hsipipe train (positional)")(
       "folds", po::value<std::string>()->default_value(""),
       "only these folds, e.g. 0,2 (default: all folds of the folds file, each required)")(
-      "quiet,q", po::bool_switch(), "do not print the summary");
+      "quiet,q", po::bool_switch(), "do not print the summary")(
+      "allow-mixed", po::bool_switch(), "summarise folds trained with different settings, listing the differences (refused otherwise)");
   po::positional_options_description pos;
   pos.add("run-dir", 1);
   const Parsed p = parse(argc, argv, "report", "RUN_DIR [--folds 0,1,...]", desc, &pos);
@@ -38,7 +39,7 @@ int run_report(int argc, char** argv) {
     folds.push_back(k);
   }
   const std::string dir = p.vm["run-dir"].as<std::string>();
-  const auto summary = train::summarize_run(dir, folds);
+  const auto summary = train::summarize_run(dir, folds, p.vm["allow-mixed"].as<bool>());
   if (!p.vm["quiet"].as<bool>()) std::cout << train::summary_markdown(summary);
   std::cout << "report: wrote " << dir << "/summary.json and " << dir << "/summary.md ("
             << summary["folds_summarised"].get<int>() << " of " << summary["n_folds"].get<int>() << " folds)" << std::endl;

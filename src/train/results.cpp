@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -377,7 +378,29 @@ json sample_std(const std::vector<double>& v) {
 
 }  // namespace
 
-json summarize_run(const std::string& run_dir, const std::vector<int>& expect_folds) {
+namespace {
+/// For every key whose value differs between the folds' run.config: {key: {"fold K": value, ...}}.
+json config_differences(const std::map<int, FoldFile>& folds) {
+  std::set<std::string> keys;
+  for (const auto& [k, f] : folds)
+    if (f.run.config.is_object())
+      for (const auto& [key, v] : f.run.config.items()) keys.insert(key);
+  json diff = json::object();
+  for (const auto& key : keys) {
+    json values = json::object();
+    std::set<std::string> distinct;
+    for (const auto& [k, f] : folds) {
+      const json v = f.run.config.is_object() && f.run.config.contains(key) ? f.run.config[key] : json(nullptr);
+      values["fold " + std::to_string(k)] = v;
+      distinct.insert(v.dump());
+    }
+    if (distinct.size() > 1) diff[key] = values;
+  }
+  return diff;
+}
+}  // namespace
+
+json summarize_run(const std::string& run_dir, const std::vector<int>& expect_folds, bool allow_mixed) {
   std::error_code ec;
   if (!stdfs::is_directory(run_dir, ec)) throw IoError(run_dir, "not a directory (RUN_DIR of hsipipe train --out)");
   std::map<int, FoldFile> folds;
@@ -454,7 +477,16 @@ json summarize_run(const std::string& run_dir, const std::vector<int>& expect_fo
     }
 
   const FoldFile& ref = folds.begin()->second;
+  const json mixed = config_differences(folds);
+  if (!mixed.empty() && !allow_mixed) {
+    std::string what;
+    for (const auto& [key, values] : mixed.items()) what += (what.empty() ? "" : "; ") + key + " " + values.dump();
+    throw ConfigError(run_dir + ": its folds were trained with different settings (" + what +
+                      "): one summary would describe none of them; train them alike, or report --allow-mixed to "
+                      "summarise them anyway with the differences listed");
+  }
   json s;
+  if (!mixed.empty()) s["config_differences"] = mixed;
   json rows = json::array();
   std::vector<double> oa, aa, kappa;
   ConfusionMatrix pooled(static_cast<int>(ref.metrics.label_values.size()));
@@ -505,6 +537,12 @@ std::string summary_markdown(const json& s) {
     << ", AA " << fmt(p.at("aa").get<double>(), 4) << ", kappa " << fmt(p.at("kappa").get<double>(), 4) << ".\n\n";
   o << "Accuracies are fractions (1 = 100%). OA = overall accuracy, AA = mean per-class accuracy, kappa = Cohen's "
        "kappa. std is the sample standard deviation over folds (divisor n-1).\n\n";
+  if (s.contains("config_differences")) {
+    o << "**The folds were trained with different settings** (`report --allow-mixed`); the configuration below is "
+         "fold " << s.at("folds").at(0).at("fold").get<int>() << "'s. Differences:\n\n";
+    for (const auto& [key, values] : s["config_differences"].items()) o << "- `" << key << "`: " << values.dump() << "\n";
+    o << "\n";
+  }
   o << "Configuration:\n\n```json\n" << run.value("config", json::object()).dump(2) << "\n```\n";
   return o.str();
 }

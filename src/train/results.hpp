@@ -60,8 +60,10 @@ void write_fold_results(const std::string& run_dir, const RunInfo& run, const Fo
 /// all agree on cache_checksum, folds_fingerprint and n_folds (StaleError / FormatError naming the
 /// file and the field otherwise), then writes summary.json and summary.md atomically and returns the
 /// summary JSON. `expect_folds`: if non-empty, exactly these folds must be present (a `--fold 2`
-/// run may summarise one fold); if empty, all n_folds are required.
-nlohmann::json summarize_run(const std::string& run_dir, const std::vector<int>& expect_folds = {});
+/// run may summarise one fold); if empty, all n_folds are required. Folds trained with other options
+/// (run.config: lr, seed, epochs, ...) are refused naming each differing key (ConfigError), unless
+/// `allow_mixed`: then the summary's "config_differences" lists them and summary.md says so.
+nlohmann::json summarize_run(const std::string& run_dir, const std::vector<int>& expect_folds = {}, bool allow_mixed = false);
 
 /// The summary as Markdown (what summarize_run writes to summary.md).
 std::string summary_markdown(const nlohmann::json& summary);

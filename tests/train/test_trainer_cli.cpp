@@ -480,3 +480,28 @@ TEST_CASE("a full disk while writing the checkpoint is an I/O error naming it, w
   }
   CHECK_FALSE(fsys::exists(mnt + "/run/fold-0/metrics.json"));
 }
+
+TEST_CASE("report refuses folds trained with different settings unless --allow-mixed, which lists them",
+          "[train][cli][hardening]") {
+  test::TempDir tmp("report-mixed");
+  const auto cache = make_cache(tmp.str("cache"), "--layout pixel --rows 8 --cols 8 --bands 5 --unlabeled 0");
+  const auto folds = make_folds(cache, tmp.str("folds.json"), 2);
+  const std::string run = tmp.str("run");
+  const std::string base = bin() + " train --cache " + cache + " --folds " + folds + " --model mlp --batch 8 --epochs 1 --quiet --out " + run;
+  REQUIRE(test::run(base + " --fold 0 --lr 0.01 --seed 42").status == 0);
+  REQUIRE(test::run(base + " --fold 1 --lr 0.001 --seed 99").status == 0);
+  auto r = test::run(bin() + " report " + run);
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("trained with different settings") != std::string::npos);
+  CHECK(r.output.find("lr {\"fold 0\":0.01,\"fold 1\":0.001}") != std::string::npos);
+  CHECK(r.output.find("seed {\"fold 0\":42,\"fold 1\":99}") != std::string::npos);
+  CHECK_FALSE(fsys::exists(run + "/summary.json"));
+  r = test::run(bin() + " report " + run + " --allow-mixed");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto s = read_json(run + "/summary.json");
+  CHECK(s["config_differences"]["lr"]["fold 1"] == 0.001);
+  CHECK(s["config_differences"].size() == 2);
+  CHECK(fs::read_text(run + "/summary.md").find("trained with different settings") != std::string::npos);
+}
