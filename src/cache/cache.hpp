@@ -153,6 +153,12 @@ class Shard {
   int patch() const noexcept;  ///< 1 for pixel
   int bands() const noexcept;
   std::uint64_t bytes_read() const noexcept;
+  /// Pixel and patch layouts: XXH3-64 of each sample's stored bytes as read (the items of data_checksum),
+  /// in sample order, computed by load() while they are in cache; the ranks' lists concatenated in rank
+  /// order are the whole cache's (split_range), so data_checksum_of() over them must give the manifest's.
+  /// Empty for the cube layout (a shard holds only the rows its samples need, not whole items).
+  const std::vector<std::uint64_t>& item_hashes() const noexcept;
+  double hash_seconds() const noexcept;  ///< what computing them took (part of load())
 
   /// Writes float32 samples for the given GLOBAL ids (each inside range()) to out, contiguous:
   /// [ids.size(), B] or [ids.size(), B, p, p]. Thread-safe (const). Augmentation is applied by the caller.

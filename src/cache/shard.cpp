@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include "core/error.hpp"
 #include "core/fd.hpp"
 #include "core/half.hpp"
+#include "core/hash.hpp"
 #include "core/simd.hpp"
 
 namespace hsipipe::cache {
@@ -194,6 +196,8 @@ struct Shard::Impl {
   int patch = 1;         ///< p of gather()'s output
   bool zero_border = false;
   std::uint64_t bytes_read = 0;
+  std::vector<std::uint64_t> item_hashes;  ///< pixel / patch
+  double hash_seconds = 0;
 
   // pixel / patch: [range.size(), B, sp, sp] raw
   std::vector<char> samples;
@@ -279,6 +283,10 @@ Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
                                             " samples, expected " + std::to_string(nloc * row_bytes));
     }
     impl->bytes_read = nloc * row_bytes;
+    const auto t0 = std::chrono::steady_clock::now();
+    impl->item_hashes.resize(nloc);
+    for (std::uint64_t i = 0; i < nloc; ++i) impl->item_hashes[i] = xxh3_64(impl->samples.data() + i * row_bytes, row_bytes);
+    impl->hash_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return Shard{std::move(impl)};
   }
 
@@ -353,6 +361,8 @@ std::size_t Shard::sample_floats() const noexcept {
 int Shard::patch() const noexcept { return impl_->patch; }
 int Shard::bands() const noexcept { return impl_->bands; }
 std::uint64_t Shard::bytes_read() const noexcept { return impl_->bytes_read; }
+const std::vector<std::uint64_t>& Shard::item_hashes() const noexcept { return impl_->item_hashes; }
+double Shard::hash_seconds() const noexcept { return impl_->hash_seconds; }
 
 Shard::Raw Shard::raw() const {
   const Impl& s = *impl_;

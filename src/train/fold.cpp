@@ -191,11 +191,12 @@ void FoldRun::build_model() {
                                                  torch::optim::SGDOptions(opt.lr).momentum(0.9).weight_decay(opt.weight_decay));
   }
   sync_ = std::make_unique<GradSync>(model_->parameters(), *job_.comm);
-  if (resume_state_) {
-    load_resume_state();
-  } else if (job_.root) {
+  if (resume_state_) return load_resume_state();
+  collective_step(job_.world, "starting " + fdir_, [&] {
+    if (!job_.root) return;
+    std::filesystem::create_directories(fdir_);
     fs::write_text_atomic(fdir_ + "/epochs.jsonl", "");
-  }
+  });
 }
 
 void FoldRun::load_resume_state() {
@@ -213,12 +214,14 @@ void FoldRun::load_resume_state() {
     part_time_ = Timing::from_json(st.progress.value("time", nlohmann::json::object()));
   }
   set_cpu_rng_state(rng.at(static_cast<std::size_t>(job_.rank)));
-  if (!job_.root) return;
-  job_.log << "resumed from checkpoint " << ckpt_path_ << " at fold " << f_ << " epoch " << start_epoch_ + 1 << " step "
-           << start_step_ << "\n";
-  std::string lines;
-  for (const auto& h : history_) lines += h.dump() + "\n";
-  fs::write_text_atomic(fdir_ + "/epochs.jsonl", lines);
+  collective_step(job_.world, "rewriting " + fdir_ + "/epochs.jsonl", [&] {
+    if (!job_.root) return;
+    job_.log << "resumed from checkpoint " << ckpt_path_ << " at fold " << f_ << " epoch " << start_epoch_ + 1 << " step "
+             << start_step_ << "\n";
+    std::string lines;
+    for (const auto& h : history_) lines += h.dump() + "\n";
+    fs::write_text_atomic(fdir_ + "/epochs.jsonl", lines);
+  });
 }
 
 /// COLLECTIVE: everyone's generator state to rank 0, which writes.

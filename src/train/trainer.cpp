@@ -175,10 +175,10 @@ void require_validation(const Job& job) {
 }
 
 /// Rank 0: the fold directories this job writes. One that holds an earlier run's files is refused without
-/// --resume (it would be overwritten piecemeal), or removed first with --force.
+/// --resume (it would be overwritten piecemeal), or removed first with --force. They are made when their
+/// fold starts (FoldRun), so a refused or failed job leaves no empty fold-I/ behind.
 void prepare_run_dir(const Job& job) {
   const auto& opt = job.opt;
-  std::filesystem::create_directories(opt.out);
   for (int f : job.fold_list) {
     const std::string dir = fold_dir(opt.out, f);
     const bool used = std::filesystem::is_directory(dir) && !std::filesystem::is_empty(dir);
@@ -191,7 +191,6 @@ void prepare_run_dir(const Job& job) {
       std::filesystem::remove_all(dir);
       job.log << "--force: removed " << dir << " (an earlier run's fold " << f << ")\n";
     }
-    std::filesystem::create_directories(dir);
   }
 }
 
@@ -237,6 +236,26 @@ void set_up(Job& job) {
   configure_cudnn(job.device, job.opt.deterministic);
 }
 
+namespace {
+/// COLLECTIVE. The samples the ranks read are the ones decode wrote: their hashes (computed while loading)
+/// give the manifest's data_checksum, or the cache was altered after decode (a flipped byte that only
+/// `hsipipe verify` would have found). Pixel and patch layouts; a cube shard holds partial rows only.
+void check_samples(const Job& job) {
+  if (job.cache->layout() == cache::Layout::cube) return;
+  const auto all = job.world.allgatherv(job.shard->item_hashes());
+  dist::collective_step(job.world, "checking the samples against data_checksum", [&] {
+    if (!job.root) return;
+    const std::string have = cache::data_checksum_of(all, job.table), want = job.cache->data_checksum();
+    if (have != want) {
+      throw FormatError(job.opt.cache, "data_checksum",
+                        "is " + want + " but the samples, labels and coordinates read give " + have +
+                            ": the cache changed after decode (hsipipe verify " + job.opt.cache +
+                            " names what differs; hsipipe decode --force rebuilds it)");
+    }
+  });
+}
+}  // namespace
+
 void load_inputs(Job& job) {
   const std::uint64_t N = job.cache->n_samples();
   job.range = split_range(N, job.R, job.rank);
@@ -244,6 +263,7 @@ void load_inputs(Job& job) {
   collective_step(job.world, "loading the shard", [&] { job.shard.emplace(cache::Shard::load(*job.cache, job.range, job.patch)); });
   const double t_load = now_s() - t_load0;
   job.bytes_per_rank = job.world.allgatherv(std::vector<std::uint64_t>{job.shard->bytes_read()});
+  check_samples(job);
   job.class_of.assign(job.range.size(), -1);
   for (std::uint64_t i = job.range.begin; i < job.range.end; ++i) {
     const std::int32_t lab = job.table.label[i];
@@ -269,6 +289,7 @@ void load_inputs(Job& job) {
             {"scene_bytes_decoded", 0},
             {"ranks", job.R},
             {"shard_load_seconds", t_load},
+            {"sample_hash_seconds_per_rank", job.world.allgatherv(std::vector<double>{job.shard->hash_seconds()})},
             {"batches", job.batches->kind()}};
   if (!job.root) return;
   const auto& opt = job.opt;

@@ -9,11 +9,11 @@ usage: make_cache.py DIR --rows H --cols W --bands B --classes C --layout pixel|
 Every scene has the same size; class c has a distinct mean spectrum plus noise, so models can learn.
 """
 import argparse
-import hashlib
 import json
 import os
 
 import numpy as np
+import xxhash
 
 
 def main():
@@ -74,12 +74,21 @@ def main():
     np.save(os.path.join(a.dir, "wavelengths.npy"), np.linspace(400, 2500, B))
     if a.expected:
         np.save(os.path.join(a.dir, "expected_patches.npy"), patches.astype(np.float32))
-    digest = hashlib.sha256()
-    for arr in (patches, labels, coords):
-        digest.update(np.ascontiguousarray(arr).tobytes())
+    # data_checksum as src/cache/cache.hpp defines it, computed here independently (python3-xxhash): XXH3-64
+    # of each stored item (pixel/patch: a sample; cube: a row of a scene), then of the labels and the coords
+    # bytes, and XXH3-64 over those values as little-endian uint64
+    if a.layout == "pixel":
+        items = [np.ascontiguousarray(patches[i, :, 0, 0]).tobytes() for i in range(N)]
+    elif a.layout == "patch":
+        items = [patches[i].tobytes() for i in range(N)]
+    else:
+        items = [np.ascontiguousarray(cb[r]).tobytes() for cb in cubes for r in range(H)]
+    hashes = [xxhash.xxh3_64_intdigest(b) for b in items]
+    hashes += [xxhash.xxh3_64_intdigest(labels.tobytes()), xxhash.xxh3_64_intdigest(coords.tobytes())]
+    checksum = "%016x" % xxhash.xxh3_64_intdigest(np.array(hashes, dtype="<u8").tobytes())
     manifest = {
         "format_version": 2, "n_samples": int(N), "n_bands": B, "layout": a.layout, "dtype": a.dtype,
-        "data_checksum": digest.hexdigest()[:16], "sources": ["synthetic (tests/train/make_cache.py)"],
+        "data_checksum": checksum, "sources": ["synthetic (tests/train/make_cache.py)"],
         "backend": "npy", "patch": p if a.layout != "pixel" else 1, "border": a.border,
         "scenes": [{"name": "scene%d" % s, "rows": H, "cols": W} for s in range(a.scenes)],
         "label_values": label_values,

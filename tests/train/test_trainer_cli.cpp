@@ -505,3 +505,25 @@ TEST_CASE("report refuses folds trained with different settings unless --allow-m
   CHECK(s["config_differences"].size() == 2);
   CHECK(fs::read_text(run + "/summary.md").find("trained with different settings") != std::string::npos);
 }
+
+TEST_CASE("train refuses a cache whose samples changed after decode (a flipped byte), leaving nothing behind",
+          "[train][cli][hardening]") {
+  test::TempDir tmp("train-flip");
+  for (const char* layout : {"--layout pixel", "--layout patch --patch 3"}) {
+    INFO(layout);
+    const std::string name = std::string(layout).find("pixel") != std::string::npos ? "pixel" : "patch";
+    const auto cache = make_cache(tmp.str(name), std::string(layout) + " --rows 9 --cols 9 --bands 5 --unlabeled 0");
+    const auto folds = make_folds(cache, tmp.str(name + ".json"), 3);
+    const std::string cmd = bin() + " train --cache " + cache + " --folds " + folds + " --model mlp --fold 1 --batch 8 --epochs 1 --quiet --out ";
+    REQUIRE(test::run(cmd + tmp.str(name + "-ok")).status == 0);  // intact: trains
+    std::string bytes = fs::read_text(cache + "/samples.npy");
+    bytes[bytes.size() - 7] = static_cast<char>(bytes[bytes.size() - 7] ^ 0x01);  // one bit of the last sample
+    fs::write_text_atomic(cache + "/samples.npy", bytes);
+    const auto r = test::run(cmd + tmp.str(name + "-run"));
+    INFO(r.output);
+    CHECK(r.status == 3);
+    CHECK(r.output.find(cache + ": field 'data_checksum'") != std::string::npos);
+    CHECK(r.output.find("the cache changed after decode") != std::string::npos);
+    CHECK_FALSE(fsys::exists(tmp.str(name + "-run") + "/fold-1"));
+  }
+}
