@@ -215,14 +215,17 @@ hsipipe_run_preemptible() {
   # It is a preemption when a checkpoint was written since the signal (since the launch when this shell did
   # not get one) and, under srun, every task ended in one of those ways.
   if [[ $rc == 143 || $rc == 137 || $rc == 138 ]]; then
-    local now before=$HSIPIPE_CHECKPOINTS_AT_LAUNCH
-    [[ -z ${HSIPIPE_CHECKPOINTS_AT_SIGNAL+set} ]] || before=$HSIPIPE_CHECKPOINTS_AT_SIGNAL
+    local now before=$HSIPIPE_CHECKPOINTS_AT_LAUNCH since="the launch" how=""
+    [[ -z ${HSIPIPE_CHECKPOINTS_AT_SIGNAL+set} ]] || before=$HSIPIPE_CHECKPOINTS_AT_SIGNAL since=SIG$HSIPIPE_SIGNALLED
+    if [[ ${HSIPIPE_LAUNCH[0]} == srun ]]; then
+      ! hsipipe_preempted_tasks "$err" || how="every task exited $HSIPIPE_EXIT_PREEMPTED or was ended by a signal"
+    elif [[ -n $HSIPIPE_SIGNALLED ]]; then
+      how="after SIG$HSIPIPE_SIGNALLED"
+    fi
     now=$(hsipipe_checkpoint_state)
-    if [[ -n $now && $now != "$before" ]] && { [[ ${HSIPIPE_LAUNCH[0]} == srun ]] && hsipipe_preempted_tasks "$err" \
-         || [[ ${HSIPIPE_LAUNCH[0]} != srun && -n $HSIPIPE_SIGNALLED ]]; }; then
-      hsipipe_log "${HSIPIPE_LAUNCH[0]} exited with status $rc, but a checkpoint was written after" \
-        "${HSIPIPE_SIGNALLED:+SIG$HSIPIPE_SIGNALLED}${HSIPIPE_SIGNALLED:-the launch} ($HSIPIPE_CHECKPOINTS) and every rank" \
-        "exited $HSIPIPE_EXIT_PREEMPTED or was ended by a signal"
+    if [[ -n $how && -n $now && $now != "$before" ]]; then
+      hsipipe_log "${HSIPIPE_LAUNCH[0]} exited with status $rc, but a checkpoint was written after $since" \
+        "($HSIPIPE_CHECKPOINTS) and $how: a preemption"
       rc=$HSIPIPE_EXIT_PREEMPTED
     fi
   fi
