@@ -62,7 +62,6 @@ export HSIPIPE_CHECKPOINT_EVERY=0
 OUT=$W/shared/chain
 LOGS=$OUT/logs
 
-job_states() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
 wait_done() {  # wait_done SECONDS JOBID...
   local limit=$1 id busy
   shift
@@ -188,18 +187,6 @@ cmp -s "$OUT/cache/samples.npy" "$stage_dir/samples.npy" || fail "the replaced c
 ok "corrupted staged copy detected and replaced"
 
 # ---------------------------------------------------------------- same summary both ways
-"$PY" - "$OUT/run/summary.json" "$OUT/run-all/summary.json" <<'PYEOF'
-import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:])
-def folds(s):
-    return sorted((f["fold"], f["oa"], f["aa"], f["kappa"]) for f in s["folds"])
-fa, fb = folds(a), folds(b)
-print("array + report:", fa, "mean", a["mean"])
-print("train_all:     ", fb, "mean", b["mean"])
-if [f[0] for f in fa] != [0, 1, 2]:
-    sys.exit("array summary does not cover folds 0, 1, 2")
-if fa != fb or a["mean"] != b["mean"] or a["std"] != b["std"]:
-    sys.exit("the summaries differ")
-PYEOF
+same_summary "$OUT/run/summary.json" "$OUT/run-all/summary.json" 3 || fail "array + report and train_all: the summaries differ"
 ok "array + report summary equals train_all's"
 echo "PASS ($((SECONDS - T0)) s)"
