@@ -86,3 +86,34 @@ if fa != fb or a["mean"] != b["mean"] or a["std"] != b["std"]:
     sys.exit("the summaries differ")
 PYEOF
 }
+
+# synth_ini FILE SCENE_DIR K EPOCHS: the INI of the tests' runs on a synthetic scene made by `hsipipe synth --out
+# SCENE_DIR`: a float32 pixel cache (npy, z-scores), K stratified folds, hu1d on the CPU, --deterministic.
+synth_ini() {
+  cat >"$1" <<INI
+[scene.field]
+path = $2/scene.hdr
+labels = $2/labels.hdr
+
+[decode]
+layout = pixel
+dtype = float32
+backend = npy
+normalize = zscore
+no-progress = true
+
+[folds]
+k = $3
+seed = 7
+strategy = stratified
+
+[train]
+model = hu1d
+epochs = $4
+batch = 16
+lr = 0.001
+seed = 11
+device = cpu
+deterministic = true
+INI
+}

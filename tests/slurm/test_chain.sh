@@ -26,32 +26,7 @@ T0=$SECONDS
 export HSIPIPE_TEST_STEP_DELAY_MS=${HSIPIPE_TEST_STEP_DELAY_MS:-3}
 
 "$H" synth --out "$W/scene" --rows 40 --cols 40 --bands 30 --classes 4 --seed 5 >/dev/null
-cat >"$W/chain.ini" <<INI
-[scene.field]
-path = $W/scene/scene.hdr
-labels = $W/scene/labels.hdr
-
-[decode]
-layout = pixel
-dtype = float32
-backend = npy
-normalize = zscore
-no-progress = true
-
-[folds]
-k = 3
-seed = 7
-strategy = stratified
-
-[train]
-model = hu1d
-epochs = ${HSIPIPE_TEST_EPOCHS:-30}
-batch = 16
-lr = 0.001
-seed = 11
-device = cpu
-deterministic = true
-INI
+synth_ini "$W/chain.ini" "$W/scene" 3 "${HSIPIPE_TEST_EPOCHS:-30}"
 
 export HSIPIPE_EXE=$H HSIPIPE_SHARED_DIR=$W/shared HSIPIPE_LOCAL_DIR=$W/local
 export HSIPIPE_DECODE_TASKS=2 HSIPIPE_TRAIN_TASKS=2 HSIPIPE_CPUS_PER_TASK=1
@@ -62,20 +37,10 @@ export HSIPIPE_CHECKPOINT_EVERY=0
 OUT=$W/shared/chain
 LOGS=$OUT/logs
 
-wait_done() {  # wait_done SECONDS JOBID...
-  local limit=$1 id busy
+wait_done() {  # wait_done SECONDS JOBID...: until the jobs are done, SECONDS after the test started at the latest
+  local limit=$1
   shift
-  while ((SECONDS - T0 < limit)); do
-    busy=0
-    for id in "$@"; do
-      [[ $(job_states "$id") =~ PENDING|RUNNING|CONFIGURING|COMPLETING|REQUEUE|SUSPENDED ]] && busy=1
-    done
-    ((busy)) || return 0
-    sleep 0.5
-  done
-  squeue
-  tail -n 30 "$LOGS"/* || true
-  fail "jobs $* not done after ${limit}s of the test"
+  wait_jobs $((limit - (SECONDS - T0))) "$@"
 }
 # The node-local copy jobs/lib.sh stages: under the user and a hash of the shared cache's path.
 stage_dir() {

@@ -25,27 +25,7 @@ SRC=$HSIPIPE_SOURCE_DIR
 SKEWED=${HSIPIPE_TEST_SKEWED_RUNS:-10}
 
 "$H" synth --out "$W/scene" --rows 24 --cols 24 --bands 16 --classes 4 --seed 5 >/dev/null
-cat >"$W/two.ini" <<INI
-[scene.field]
-path = $W/scene/scene.hdr
-labels = $W/scene/labels.hdr
-
-[decode]
-layout = pixel
-dtype = float32
-backend = npy
-normalize = zscore
-no-progress = true
-
-[train]
-model = hu1d
-epochs = 12
-batch = 16
-lr = 0.001
-seed = 11
-device = cpu
-deterministic = true
-INI
+synth_ini "$W/two.ini" "$W/scene" 2 12
 # The jobs' environment (sbatch exports it): no HSIPIPE_LOCAL_DIR, so each node stages into its SLURM_TMPDIR.
 unset HSIPIPE_LOCAL_DIR SLURM_TMPDIR
 export HSIPIPE_ROOT=$SRC HSIPIPE_EXE=$H HSIPIPE_CONFIG=$W/two.ini HSIPIPE_OUT=$W/out HSIPIPE_K=2

@@ -14,32 +14,7 @@ mkdir -p "$W"
 H=$HSIPIPE_BIN
 
 "$H" synth --out "$W/scene" --rows 24 --cols 24 --bands 16 --classes 4 --seed 5 >/dev/null
-cat >"$W/chain.ini" <<INI
-[scene.field]
-path = $W/scene/scene.hdr
-labels = $W/scene/labels.hdr
-
-[decode]
-layout = pixel
-dtype = float32
-backend = npy
-normalize = zscore
-no-progress = true
-
-[folds]
-k = 2
-seed = 7
-strategy = stratified
-
-[train]
-model = hu1d
-epochs = 6
-batch = 16
-lr = 0.001
-seed = 11
-device = cpu
-deterministic = true
-INI
+synth_ini "$W/chain.ini" "$W/scene" 2 6
 # No HSIPIPE_LOCAL_DIR: each node stages into the SLURM_TMPDIR its TaskProlog gives it.
 unset HSIPIPE_LOCAL_DIR SLURM_TMPDIR
 export HSIPIPE_EXE=$H HSIPIPE_SHARED_DIR=$W/shared HSIPIPE_CPUS_PER_TASK=1 HSIPIPE_CHECKPOINT_EVERY=0
