@@ -124,11 +124,14 @@ same_results "$OUT/run-1node" "$OUT/run-2node" || fail "one rank on each of 2 no
 ok "fold 0 with one rank per node: the weights, predictions and metrics of 2 ranks on one node"
 
 # ---------------------------------------------------------------- 4. preemption
-# The job's `hsipipe train` rank on node $2 (its pid), or nothing. (Bash builtins only past pgrep: a fork
-# per process of the machine takes seconds on 2 busy cores, and the signal must land mid-training.)
+# The job's `hsipipe train` rank on node $2 (its pid), or nothing. (Bash builtins only: a fork per process of
+# the machine takes seconds on 2 busy cores, and the signal must land mid-training.)
 rank_pid() {
-  local p e env cmd job node
-  for p in $(pgrep -x hsipipe); do
+  local p c e env cmd job node
+  for p in /proc/[0-9]*; do
+    { read -r c <"$p/comm"; } 2>/dev/null || continue
+    [[ $c == hsipipe ]] || continue
+    p=${p#/proc/}
     mapfile -d '' env 2>/dev/null <"/proc/$p/environ" || continue
     mapfile -d '' cmd 2>/dev/null <"/proc/$p/cmdline" || continue
     [[ ${cmd[1]:-} == train ]] || continue
