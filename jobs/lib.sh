@@ -23,6 +23,11 @@ HSIPIPE_CACHE=${HSIPIPE_CACHE:-$HSIPIPE_OUT/cache}
 HSIPIPE_FOLDS_FILE=${HSIPIPE_FOLDS_FILE:-$HSIPIPE_OUT/folds.json}
 HSIPIPE_RUN_DIR=${HSIPIPE_RUN_DIR:-$HSIPIPE_OUT/run}
 HSIPIPE_RUN_ALL_DIR=${HSIPIPE_RUN_ALL_DIR:-$HSIPIPE_OUT/run-all}
+export HSIPIPE_LOCAL_DIR  # (a site file's value) for jobs/on_node.sh on every node
+HSIPIPE_ON_NODE=$HSIPIPE_ROOT/jobs/on_node.sh
+# Stands for the node-local directory in the arguments of hsipipe_launch, hsipipe_once and
+# hsipipe_run_preemptible: jobs/on_node.sh puts in each node's own, resolved on that node.
+HSIPIPE_NODE_LOCAL='{node-local}'
 case $HSIPIPE_EXE in
   /*) HSIPIPE_EXE_PATH=$HSIPIPE_EXE ;;
   *) HSIPIPE_EXE_PATH=$HSIPIPE_ROOT/$HSIPIPE_EXE ;;
@@ -36,14 +41,11 @@ if [[ -n $HSIPIPE_MODULES ]]; then
 fi
 [[ -x $HSIPIPE_EXE_PATH ]] || { hsipipe_log "error: $HSIPIPE_EXE_PATH is not an executable (HSIPIPE_EXE)"; exit 2; }
 
-hsipipe_log "host $(hostname -s), job ${SLURM_JOB_ID:-?}${SLURM_ARRAY_TASK_ID:+ array task $SLURM_ARRAY_JOB_ID/$SLURM_ARRAY_TASK_ID}," \
+hsipipe_log "node ${SLURMD_NODENAME:-$(hostname -s)} (host $(hostname -s)), job ${SLURM_JOB_ID:-?}${SLURM_ARRAY_TASK_ID:+ array task $SLURM_ARRAY_JOB_ID/$SLURM_ARRAY_TASK_ID}," \
   "${SLURM_NTASKS:-1} tasks on ${SLURM_JOB_NUM_NODES:-1} node(s), attempt $(( ${SLURM_RESTART_COUNT:-0} + 1 ))"
 
-# Node-local root, evaluated here on the compute node.
-hsipipe_local_root() {
-  local d=${HSIPIPE_LOCAL_DIR:-${SLURM_TMPDIR:-${TMPDIR:-/tmp}}}
-  echo "$d"
-}
+# Node-local root of the node this runs on (the batch shell's: the job's first node).
+hsipipe_local_root() { "$HSIPIPE_ON_NODE" --local-root; }
 
 # The launcher of the MPI ranks of this job (all its tasks): srun --mpi=PLUGIN, or the MPI library's
 # mpiexec inside the allocation.
@@ -65,28 +67,35 @@ hsipipe_launcher() {
 hsipipe_launcher
 
 # Runs `hsipipe ARGS...` as the MPI ranks of this job.
-hsipipe_launch() { "${HSIPIPE_LAUNCH[@]}" "$HSIPIPE_EXE_PATH" "$@"; }
+hsipipe_launch() { "${HSIPIPE_LAUNCH[@]}" "$HSIPIPE_ON_NODE" "$HSIPIPE_EXE_PATH" "$@"; }
 
-# Runs `hsipipe ARGS...` once (rank-local commands: folds, report, stage --publish).
-hsipipe_once() { "$HSIPIPE_EXE_PATH" "$@"; }
+# Runs `hsipipe ARGS...` once, here (rank-local commands: folds, report, stage --publish).
+hsipipe_once() { "$HSIPIPE_ON_NODE" "$HSIPIPE_EXE_PATH" "$@"; }
 
-# Stages the run's cache to node-local disk on every node of the job (one `hsipipe stage` per node;
-# concurrent jobs on a node wait for each other through the lock) and sets HSIPIPE_LOCAL_CACHE to the
-# local path. Call it as a command, not inside $(...): bash turns `set -e` off in a command substitution,
-# so a failed stage there would not end the job. The path holds the user and a hash of the shared cache's
-# path, so two users' (or two results roots') runs of the same name never share, or fail on, one copy.
+# Stages the run's cache to node-local disk on every node of the job (one `hsipipe stage` per node, into
+# that node's own local directory; concurrent jobs on a node wait for each other through the lock) and sets
+# HSIPIPE_LOCAL_CACHE to the copy's path, {node-local}/...: hsipipe_launch, hsipipe_once and
+# hsipipe_run_preemptible give each node its own copy. Call it as a command, not inside $(...): bash turns
+# `set -e` off in a command substitution, so a failed stage there would not end the job. The path holds the
+# user and a hash of the shared cache's path, so two users' (or two results roots') runs of the same name
+# never share, or fail on, one copy.
 hsipipe_stage_cache() {
-  local key
+  local key rc=0
   key=$(printf '%s' "$(realpath -m "$HSIPIPE_CACHE")" | cksum | cut -d' ' -f1)
   # (the user in the top folder's name: a shared hsipipe-stage/ made by one user would refuse the others)
-  HSIPIPE_LOCAL_CACHE="$(hsipipe_local_root)/hsipipe-stage-${USER:-$(id -un)}/$HSIPIPE_RUN_NAME-$key/cache"
-  mkdir -p "$(dirname "$HSIPIPE_LOCAL_CACHE")"
+  HSIPIPE_LOCAL_CACHE="$HSIPIPE_NODE_LOCAL/hsipipe-stage-${USER:-$(id -un)}/$HSIPIPE_RUN_NAME-$key/cache"
   if [[ ${SLURM_JOB_NUM_NODES:-1} -gt 1 ]]; then
     srun --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --mpi=none \
-      "$HSIPIPE_EXE_PATH" stage "$HSIPIPE_CACHE" "$HSIPIPE_LOCAL_CACHE" >&2
+      "$HSIPIPE_ON_NODE" "$HSIPIPE_EXE_PATH" stage "$HSIPIPE_CACHE" "$HSIPIPE_LOCAL_CACHE" >&2 || rc=$?
   else
-    "$HSIPIPE_EXE_PATH" stage "$HSIPIPE_CACHE" "$HSIPIPE_LOCAL_CACHE" >&2
+    hsipipe_once stage "$HSIPIPE_CACHE" "$HSIPIPE_LOCAL_CACHE" >&2 || rc=$?
   fi
+  if [[ $rc == 138 || $rc == 143 ]]; then
+    # (stage keeps the default actions: ended, it leaves only a temporary copy that the next stage removes)
+    hsipipe_log "error: hsipipe stage was ended by SIG$([[ $rc == 138 ]] && echo USR1 || echo TERM) sent to the job's" \
+      "steps rather than to this batch shell; to preempt a job, signal the batch shell: scancel --signal=USR1 --batch JOB"
+  fi
+  return "$rc"
 }
 
 # The id `scontrol requeue` needs: for an array task ARRAYID_TASK (SLURM_JOB_ID of the first task equals
@@ -164,14 +173,34 @@ hsipipe_requeue() {
   exit "$HSIPIPE_EXIT_PREEMPTED"
 }
 
+# Whether the per-task statuses srun printed (its stderr, file $1: "srun: error: NODE: task(s) N: STATUS")
+# are all those of a preemption: exited 75 (hsipipe checkpointed and stopped), "User defined signal 1" (138:
+# a SIGUSR1 before hsipipe could handle it), "Terminated"/"Killed" (143/137: ended by srun --kill-on-bad-exit
+# after the first rank exited non-zero). A task that exited 0 prints nothing; any other status is a failure.
+hsipipe_preempted_tasks() {
+  local statuses
+  statuses=$(sed -n 's/^srun: error: [^:]*: tasks\{0,1\} [0-9,-]*: //p' "$1" | sort -u)
+  [[ -n $statuses ]] || return 1
+  ! grep -qvxE 'Exited with exit code 75|User defined signal 1|Terminated|Killed' <<<"$statuses"
+}
+
 # Runs `hsipipe ARGS...` (a training) on all tasks under the preemption handling above.
+# The ranks may also get the signal themselves, at different times (`scancel --signal=USR1 JOB` without
+# --batch signals the job's steps, not this shell): hsipipe train handles SIGUSR1/SIGTERM for its whole
+# life, the ranks agree on a stop at the next step, and every one exits 75.
 hsipipe_run_preemptible() {
-  local rc
+  local rc err tailer
   [[ -z $HSIPIPE_SIGNALLED ]] || hsipipe_requeue
+  HSIPIPE_CHECKPOINTS_AT_LAUNCH=$(hsipipe_checkpoint_state)
+  # srun's messages (and the ranks' stderr) go through a file, copied to the log as they come, so that the
+  # tasks' statuses can be read afterwards.
+  err=$(mktemp "${TMPDIR:-/tmp}/hsipipe-launch-${SLURM_JOB_ID:-$$}.XXXXXX")
   # The launcher itself is the background child, so that the signal reaches it (srun forwards
   # SIGUSR1/SIGTERM to every task; Open MPI's mpiexec forwards SIGUSR1, which hsipipe_on_signal sends it).
-  "${HSIPIPE_LAUNCH[@]}" "$HSIPIPE_EXE_PATH" "$@" &
+  "${HSIPIPE_LAUNCH[@]}" "$HSIPIPE_ON_NODE" "$HSIPIPE_EXE_PATH" "$@" 2>"$err" &
   HSIPIPE_CHILD=$!
+  tail -n +1 -s 0.2 -f --pid="$HSIPIPE_CHILD" "$err" >&2 &
+  tailer=$!
   while :; do
     rc=0
     wait "$HSIPIPE_CHILD" || rc=$?
@@ -179,17 +208,28 @@ hsipipe_run_preemptible() {
     kill -0 "$HSIPIPE_CHILD" 2>/dev/null || break
   done
   HSIPIPE_CHILD=""
+  while kill -0 "$tailer" 2>/dev/null; do wait "$tailer" || true; done
   # Every rank exits 75 after a preemption, but not at the same instant, and srun --kill-on-bad-exit ends the
-  # tasks still running when the first one exits non-zero (SIGTERM, then SIGKILL): srun then reports their
-  # 143 or 137. A checkpoint written since the signal says hsipipe did stop cleanly.
-  if [[ ($rc == 143 || $rc == 137) && -n $HSIPIPE_SIGNALLED && -n ${HSIPIPE_CHECKPOINTS_AT_SIGNAL+set} ]]; then
-    local now
+  # tasks still running when the first one exits non-zero (SIGTERM, then SIGKILL); a SIGUSR1 sent to the
+  # ranks may also reach one before hsipipe handles it. srun then reports 143, 137 or 138 for the whole mix.
+  # It is a preemption when a checkpoint was written since the signal (since the launch when this shell did
+  # not get one) and, under srun, every task ended in one of those ways.
+  if [[ $rc == 143 || $rc == 137 || $rc == 138 ]]; then
+    local now before=$HSIPIPE_CHECKPOINTS_AT_LAUNCH since="the launch" how=""
+    [[ -z ${HSIPIPE_CHECKPOINTS_AT_SIGNAL+set} ]] || before=$HSIPIPE_CHECKPOINTS_AT_SIGNAL since=SIG$HSIPIPE_SIGNALLED
+    if [[ ${HSIPIPE_LAUNCH[0]} == srun ]]; then
+      ! hsipipe_preempted_tasks "$err" || how="every task exited $HSIPIPE_EXIT_PREEMPTED or was ended by a signal"
+    elif [[ -n $HSIPIPE_SIGNALLED ]]; then
+      how="after SIG$HSIPIPE_SIGNALLED"
+    fi
     now=$(hsipipe_checkpoint_state)
-    if [[ -n $now && $now != "$HSIPIPE_CHECKPOINTS_AT_SIGNAL" ]]; then
-      hsipipe_log "${HSIPIPE_LAUNCH[0]} exited with status $rc, but a checkpoint was written after SIG$HSIPIPE_SIGNALLED ($HSIPIPE_CHECKPOINTS): a rank ended by the launcher after the first one exited $HSIPIPE_EXIT_PREEMPTED"
+    if [[ -n $how && -n $now && $now != "$before" ]]; then
+      hsipipe_log "${HSIPIPE_LAUNCH[0]} exited with status $rc, but a checkpoint was written after $since" \
+        "($HSIPIPE_CHECKPOINTS) and $how: a preemption"
       rc=$HSIPIPE_EXIT_PREEMPTED
     fi
   fi
+  rm -f "$err"
   if [[ $rc == "$HSIPIPE_EXIT_PREEMPTED" ]]; then
     hsipipe_log "preempted${HSIPIPE_SIGNALLED:+ (SIG$HSIPIPE_SIGNALLED)}: hsipipe wrote its checkpoint"
     hsipipe_requeue

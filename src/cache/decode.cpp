@@ -94,7 +94,7 @@ class LockFile {
       throw IoError(path, "flock", e);
     }
     if (shared_) return;
-    const std::string me = "pid " + std::to_string(::getpid()) + " on host " + fs::hostname() + " since " + iso_time_now() + "\n";
+    const std::string me = "pid " + std::to_string(::getpid()) + " on host " + fs::node_name() + " since " + iso_time_now() + "\n";
     if (::ftruncate(fd_, 0) == 0) {
       if (::pwrite(fd_, me.data(), me.size(), 0) < 0) { /* informational only */ }
     }

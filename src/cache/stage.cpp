@@ -77,7 +77,7 @@ class FileLock {
       waited = since(t0);
     }
     // Who holds it, for the next waiter's message. Best effort: the lock, not this text, is the contract.
-    const std::string me = fs::hostname() + " pid " + std::to_string(::getpid()) + "\n";
+    const std::string me = fs::node_name() + " pid " + std::to_string(::getpid()) + "\n";
     if (::ftruncate(fd_.get(), 0) == 0) {
       [[maybe_unused]] const ssize_t n = ::pwrite(fd_.get(), me.data(), me.size(), 0);
     }

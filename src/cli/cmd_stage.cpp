@@ -25,7 +25,7 @@ int run_stage(int argc, char** argv) {
   const Parsed p = parse(argc, argv, "stage", "CACHE DEST [--publish]", desc, &pos);
   if (p.help) return 0;
 
-  const std::string host = fs::hostname();
+  const std::string host = fs::node_name();
   cache::StageOptions opt;
   opt.allow_network_dest = p.vm["publish"].as<bool>();
   opt.log = [&](const std::string& s) { std::cout << "stage[" << host << "]: " << s << std::endl; };

@@ -10,6 +10,8 @@
 #include "cli/command.hpp"
 #include "cli/plugin.hpp"
 #include "core/error.hpp"
+#include "core/signals.hpp"
+#include "core/test_hook.hpp"
 #include "core/version.hpp"
 
 namespace {
@@ -42,6 +44,9 @@ int main(int argc, char** argv) {
     std::cout << "hsipipe " << hsipipe::kVersion << " (commit " << hsipipe::kGitCommit << ")\n";
     return 0;
   }
+  // `train` handles SIGTERM/SIGUSR1 (checkpoint and stop) for its whole life, from before the training plugin
+  // and MPI start: a signal reaching a rank early or late is recorded, never fatal (core/signals.hpp).
+  if (!std::strcmp(argv[1], "train")) hsipipe::install_preempt_handlers();
   const hsipipe::cli::Command* it = find(argv[1]);
   if (it == nullptr) {  // not built in: the training plugin may have it
     const std::string plugin_error = hsipipe::cli::load_train_plugin();
@@ -55,7 +60,9 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    return it->run(argc - 1, argv + 1);
+    const int rc = it->run(argc - 1, argv + 1);
+    hsipipe::test_pause("HSIPIPE_TEST_EXIT_MS");  // tests: a signal that lands after the command (MPI_Finalize included)
+    return rc;
   } catch (const hsipipe::Error& e) {
     std::cerr << "hsipipe " << it->name << ": error: " << e.what() << "\n";
     return e.exit_code();

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -108,6 +109,11 @@ std::string hostname() {
   char buf[256] = {};
   ::gethostname(buf, sizeof buf - 1);
   return buf;
+}
+
+std::string node_name() {
+  const char* n = std::getenv("SLURMD_NODENAME");
+  return n && *n ? std::string(n) : hostname();
 }
 
 }  // namespace hsipipe::fs

@@ -28,6 +28,9 @@ std::optional<std::string> network_fs_name(unsigned long f_type);
 std::uint64_t free_bytes(const std::string& path);
 
 std::string hostname();
+/// The name of this node for messages: $SLURMD_NODENAME in a Slurm job step (several slurmd on one host, or
+/// host names that differ from the node names), else hostname().
+std::string node_name();
 
 /// CPUs this process may run on (its affinity mask: mpiexec/srun binding), at least 1.
 std::size_t cpus_available();

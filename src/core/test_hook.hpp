@@ -1,6 +1,7 @@
 #pragma once
 // core/test_hook: pauses the tests ask for through the environment (HSIPIPE_TEST_*_MS), so that a signal or a
-// kill -9 lands at a known point (mid-write, before publishing, mid-fold) however fast the machine is, and
+// kill -9 lands at a known point (mid-write, before publishing, mid-fold, after the command returned:
+// HSIPIPE_TEST_EXIT_MS) however fast the machine is, and
 // sizes they shrink (HSIPIPE_TEST_BLOCK_BYTES, HSIPIPE_TEST_PIECE_BYTES: many decode blocks and h5 write
 // rounds on a small scene). Unset: nothing changes.
 #include <chrono>

@@ -107,4 +107,43 @@ grep -Eq "srun exited with status 1[0-9][0-9], but a checkpoint was written afte
 grep -q "requeueing $p" "$W/p.out" || fail "the job did not requeue itself"
 [[ $(scontrol show job "$p" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p') == 1 ]] || fail "not exactly one restart"
 ok "preempted ranks that srun ended after the first exited 75: requeued, not failed"
+
+# The signal sent to the ranks rather than to the batch shell (`scancel --signal=USR1` without --batch): this shell
+# never hears of it. Task 0 checkpoints and exits 75; task 1 has no handler, so SIGUSR1 kills it (138), unless srun
+# ended it first (143). lib.sh reads srun's per-task statuses: a preemption, the job requeues. Then the same
+# statuses' other side: task 0 writes a checkpoint and FAILS (exit 1), srun ends task 1 (143), no signal at all: the
+# job must fail, not requeue.
+cat >"$W/ranks2.sh" <<'EOF'
+#!/bin/bash
+[[ ${SLURM_RESTART_COUNT:-0} == 0 ]] || exit 0
+touch "$HSIPIPE_OUT/started.$SLURM_PROCID"
+[[ $SLURM_PROCID == 0 ]] || exec sleep 30
+ckpt() { echo checkpoint >"$HSIPIPE_CHECKPOINTS.tmp" && mv "$HSIPIPE_CHECKPOINTS.tmp" "$HSIPIPE_CHECKPOINTS"; }
+if [[ $MODE == error ]]; then sleep 1; ckpt; exit 1; fi
+stop=0
+trap 'stop=1' USR1
+while ((!stop)); do sleep 0.1; done
+ckpt
+exit 75
+EOF
+chmod +x "$W/ranks2.sh"
+for mode in mix error; do
+  mkdir -p "$W/$mode"
+  q=$(MODE=$mode HSIPIPE_ROOT=$HSIPIPE_SOURCE_DIR HSIPIPE_EXE=$W/ranks2.sh HSIPIPE_CONFIG=/dev/null HSIPIPE_OUT=$W/$mode \
+    sbatch --parsable -n 2 -o "$W/$mode.out" "$W/preempt.sbatch")
+  for _ in $(seq 1 120); do [[ -e $W/$mode/started.0 && -e $W/$mode/started.1 ]] && break; sleep 0.5; done
+  [[ $mode == error ]] || scancel --signal=USR1 "$q"
+  wait_done "$q"
+  cat "$W/$mode.out"
+  if [[ $mode == mix ]]; then
+    [[ $(job_state "$q") == COMPLETED && $(scontrol show job "$q" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p') == 1 ]] \
+      || fail "ranks signalled, one exiting 75 and one killed: $(job_state "$q"), not requeued once"
+    grep -Eq "srun exited with status 1[0-9][0-9], but a checkpoint was written after the launch" "$W/$mode.out" \
+      || fail "lib.sh did not recognise the preemption of the ranks"
+  else
+    [[ $(job_state "$q") == FAILED ]] || fail "a rank failing after a checkpoint, the other ended by srun: $(job_state "$q")"
+    ! grep -q "requeueing" "$W/$mode.out" || fail "a failed rank was taken for a preemption"
+  fi
+done
+ok "SIGUSR1 to the ranks (not the batch shell): 75 + a killed rank requeues; a failed rank + a checkpoint does not"
 echo PASS

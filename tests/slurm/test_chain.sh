@@ -26,32 +26,7 @@ T0=$SECONDS
 export HSIPIPE_TEST_STEP_DELAY_MS=${HSIPIPE_TEST_STEP_DELAY_MS:-3}
 
 "$H" synth --out "$W/scene" --rows 40 --cols 40 --bands 30 --classes 4 --seed 5 >/dev/null
-cat >"$W/chain.ini" <<INI
-[scene.field]
-path = $W/scene/scene.hdr
-labels = $W/scene/labels.hdr
-
-[decode]
-layout = pixel
-dtype = float32
-backend = npy
-normalize = zscore
-no-progress = true
-
-[folds]
-k = 3
-seed = 7
-strategy = stratified
-
-[train]
-model = hu1d
-epochs = ${HSIPIPE_TEST_EPOCHS:-30}
-batch = 16
-lr = 0.001
-seed = 11
-device = cpu
-deterministic = true
-INI
+synth_ini "$W/chain.ini" "$W/scene" 3 "${HSIPIPE_TEST_EPOCHS:-30}"
 
 export HSIPIPE_EXE=$H HSIPIPE_SHARED_DIR=$W/shared HSIPIPE_LOCAL_DIR=$W/local
 export HSIPIPE_DECODE_TASKS=2 HSIPIPE_TRAIN_TASKS=2 HSIPIPE_CPUS_PER_TASK=1
@@ -62,21 +37,10 @@ export HSIPIPE_CHECKPOINT_EVERY=0
 OUT=$W/shared/chain
 LOGS=$OUT/logs
 
-job_states() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
-wait_done() {  # wait_done SECONDS JOBID...
-  local limit=$1 id busy
+wait_done() {  # wait_done SECONDS JOBID...: until the jobs are done, SECONDS after the test started at the latest
+  local limit=$1
   shift
-  while ((SECONDS - T0 < limit)); do
-    busy=0
-    for id in "$@"; do
-      [[ $(job_states "$id") =~ PENDING|RUNNING|CONFIGURING|COMPLETING|REQUEUE|SUSPENDED ]] && busy=1
-    done
-    ((busy)) || return 0
-    sleep 0.5
-  done
-  squeue
-  tail -n 30 "$LOGS"/* || true
-  fail "jobs $* not done after ${limit}s of the test"
+  wait_jobs $((limit - (SECONDS - T0))) "$@"
 }
 # The node-local copy jobs/lib.sh stages: under the user and a hash of the shared cache's path.
 stage_dir() {
@@ -188,18 +152,6 @@ cmp -s "$OUT/cache/samples.npy" "$stage_dir/samples.npy" || fail "the replaced c
 ok "corrupted staged copy detected and replaced"
 
 # ---------------------------------------------------------------- same summary both ways
-"$PY" - "$OUT/run/summary.json" "$OUT/run-all/summary.json" <<'PYEOF'
-import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:])
-def folds(s):
-    return sorted((f["fold"], f["oa"], f["aa"], f["kappa"]) for f in s["folds"])
-fa, fb = folds(a), folds(b)
-print("array + report:", fa, "mean", a["mean"])
-print("train_all:     ", fb, "mean", b["mean"])
-if [f[0] for f in fa] != [0, 1, 2]:
-    sys.exit("array summary does not cover folds 0, 1, 2")
-if fa != fb or a["mean"] != b["mean"] or a["std"] != b["std"]:
-    sys.exit("the summaries differ")
-PYEOF
+same_summary "$OUT/run/summary.json" "$OUT/run-all/summary.json" 3 || fail "array + report and train_all: the summaries differ"
 ok "array + report summary equals train_all's"
 echo "PASS ($((SECONDS - T0)) s)"
