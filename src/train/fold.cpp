@@ -12,6 +12,7 @@
 #include "cache/npy.hpp"
 #include "core/fs.hpp"
 #include "core/hash.hpp"
+#include "core/signals.hpp"
 #include "core/test_hook.hpp"
 #include "dist/collective.hpp"
 #include "folds/rng.hpp"
@@ -274,7 +275,7 @@ bool FoldRun::train_epoch(int epoch, EpochSums& sums, Timing& t) {
   const auto on = torch::TensorOptions().device(job_.device);
   torch::Tensor acc_loss = torch::zeros({}, on.dtype(torch::kFloat64)), acc_correct = torch::zeros({}, on.dtype(torch::kInt64));
   std::int64_t acc_count = 0;
-  bool preempted = false;
+  int preempted = 0;  // the signal the ranks agreed to stop on (the largest number any of them got)
   std::int64_t step = first;
   // tests: a fixed pause per step, so that a signal sent during the first epoch lands mid-fold however fast
   // the machine trains (tests/slurm/test_chain.sh)
@@ -292,7 +293,7 @@ bool FoldRun::train_epoch(int epoch, EpochSums& sums, Timing& t) {
     acc_correct += r.correct;
     acc_count += static_cast<std::int64_t>(b->size);
     // agree on preemption between steps (one tiny allreduce on the host)
-    preempted = job_.world.allreduce_max(static_cast<int>(stop_signal() != 0)) != 0;
+    preempted = job_.world.allreduce_max(preempt_signal());
     clock.mark(Phase::comm);
   });
   t.add_steps(clock.finish());  // CUDA: waits for the epoch's last event only
@@ -315,13 +316,13 @@ bool FoldRun::train_epoch(int epoch, EpochSums& sums, Timing& t) {
     sums.correct += part_.correct;
     sums.count += part_.count;
   }
-  if (!preempted) return true;
+  if (preempted == 0) return true;
   job_.batches->stop();
   const double t0 = now_s();
   save(epoch, step, false, sums, t);
   t.checkpoint += now_s() - t0;
   if (job_.root) {
-    job_.log << "fold " << f_ << " epoch " << epoch + 1 << " step " << step << "/" << steps_ << ": signal " << stop_signal()
+    job_.log << "fold " << f_ << " epoch " << epoch + 1 << " step " << step << "/" << steps_ << ": signal " << preempted
              << " received; checkpoint written, exiting for requeue\n" << std::flush;
   }
   return false;

@@ -40,8 +40,6 @@ namespace hsipipe::train::detail {
 
 double now_s();
 std::string fold_dir(const std::string& out, int f);
-/// The signal number that asked this process to stop (SIGTERM/SIGUSR1), 0 if none.
-int stop_signal() noexcept;
 
 /// Runs fn. A failure on this rank alone while the other ranks may wait in a collective of the step it
 /// will not reach ends the whole job, message first, instead of leaving them hanging. On one rank the

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <iomanip>
@@ -16,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/signals.hpp"
 #include "dist/collective.hpp"
 #include "train/resident.hpp"
 #include "train/resources.hpp"
@@ -24,36 +24,6 @@
 namespace hsipipe::train {
 
 namespace detail {
-
-// ---------------------------------------------------------------- signals (async-signal-safe)
-namespace {
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void hsipipe_on_preempt(int sig) { g_stop_signal = sig; }
-
-class SignalGuard {
- public:
-  SignalGuard() {
-    g_stop_signal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = hsipipe_on_preempt;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, &old_term_);
-    sigaction(SIGUSR1, &sa, &old_usr1_);
-  }
-  ~SignalGuard() {
-    sigaction(SIGTERM, &old_term_, nullptr);
-    sigaction(SIGUSR1, &old_usr1_, nullptr);
-  }
-  SignalGuard(const SignalGuard&) = delete;
-  SignalGuard& operator=(const SignalGuard&) = delete;
-
- private:
-  struct sigaction old_term_ {}, old_usr1_ {};
-};
-}  // namespace
-
-int stop_signal() noexcept { return g_stop_signal; }
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -346,7 +316,9 @@ int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {
   detail::set_up(job);
   detail::load_inputs(job);
 
-  detail::SignalGuard signals;
+  // SIGTERM/SIGUSR1 set the preemption flag from here to the end of the process (core/signals.hpp); `hsipipe
+  // train` installed the handler in main already, so a signal received before this point still counts.
+  install_preempt_handlers();
   // Wall time of each fold trained here (rank 0: model, epochs, validation, results), for io.json: what a
   // job spends beyond its folds is then visible (set-up before the first fold, the summary after the last).
   nlohmann::json fold_wall = nlohmann::json::array();

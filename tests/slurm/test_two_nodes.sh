@@ -153,7 +153,7 @@ check_preempted() {
   local id=$1 name=$2 log=$OUT/logs/$2.out
   [[ $(job_states "$id") == COMPLETED ]] || { show "$log"; fail "$name: $(job_states "$id")"; }
   [[ $(job_restarts "$id") == 1 ]] || { show "$log"; fail "$name: $(job_restarts "$id") restarts, expected 1"; }
-  grep -Eq "^fold 0 epoch [0-9]+ step [0-9]+/[0-9]+: signal [0-9]+ received; checkpoint written, exiting for requeue" "$log" \
+  grep -Eq "^fold 0 epoch [0-9]+ step [0-9]+/[0-9]+: signal 10 received; checkpoint written, exiting for requeue" "$log" \
     || { show "$log"; fail "$name: no checkpoint on the signal"; }
   grep -q "preempted.*hsipipe wrote its checkpoint" "$log" || { show "$log"; fail "$name: not taken for a preemption"; }
   grep -q "resumed from checkpoint $OUT/$name/fold-0/checkpoint.pt at fold 0" "$log" || { show "$log"; fail "$name: did not resume"; }
