@@ -411,13 +411,18 @@ void Decoder::open_inputs() {
   for (const auto& in : opts_.scenes) {
     SceneState st;
     st.input = in;
-    st.scene = io::open_scene(in.scene);
+    st.input.scene.role = io::SceneSpec::Role::scene;  // a 2-D MATLAB matrix without its image size is refused
+    st.scene = io::open_scene(st.input.scene);
+    // what was read, for the manifest: the default variable the reader chose, the image size it used
+    if (const std::string v = st.scene->variable(); !v.empty()) st.input.scene.variable = v;
+    if (const std::string sz = st.scene->image_size(); !sz.empty()) st.input.scene.set_image_size(sz, "image size");
     st.rows = st.scene->rows();
     st.cols = st.scene->cols();
     if (st.rows == 0 || st.cols == 0 || st.scene->bands() == 0)
       throw FormatError(in.scene.str(), "dimensions", "the scene is empty");
     if (in.labels) {
       st.labels = io::read_labels(*in.labels);
+      if (!st.labels->variable.empty()) st.input.labels->variable = st.labels->variable;
       if (st.labels->rows != st.rows || st.labels->cols != st.cols)
         throw ConfigError("scene '" + in.name + "': labels " + in.labels->str() + " are " +
                           std::to_string(st.labels->rows) + " x " + std::to_string(st.labels->cols) + " but the scene " +
@@ -592,7 +597,11 @@ nlohmann::json Decoder::describe_sources() const {
   };
   for (const auto& st : sc_) {
     add_scene(*st.scene);
-    if (st.input.labels) add_scene(*io::open_scene(*st.input.labels));
+    if (st.input.labels) {
+      io::SceneSpec labels = *st.input.labels;
+      labels.role = io::SceneSpec::Role::labels;
+      add_scene(*io::open_scene(labels));
+    }
   }
   return out;
 }
@@ -1557,7 +1566,10 @@ std::string Decoder::build_manifest(const nlohmann::json& params, const nlohmann
   const auto var = stats_.variance();
   std::vector<double> sd(var.size());
   for (std::size_t b = 0; b < var.size(); ++b) sd[b] = std::sqrt(var[b]);
-  m["statistics"] = {{"over", stats_over_name(opts_.stats_over)}, {"count", stats_.n}, {"mean", stats_.mean},
+  // what the statistics were taken over: without labels (a prediction cache) every valid pixel, as --stats-over
+  // all-pixels (is_item)
+  const bool any_labels = std::any_of(sc_.begin(), sc_.end(), [](const SceneState& st) { return st.labels.has_value(); });
+  m["statistics"] = {{"over", stats_over_name(any_labels ? opts_.stats_over : StatsOver::all_pixels)}, {"count", stats_.n}, {"mean", stats_.mean},
                      {"std", sd}, {"min", stats_.min}, {"max", stats_.max}, {"shift", pre_.shift},
                      {"scale", pre_.scale}, {"normalize", normalize_name(opts_.normalize)}};
   m["bands"] = {{"source_bands", src_bands_}, {"kept", kept1}, {"kept_count", kept_.size()}};
@@ -1784,6 +1796,16 @@ nlohmann::json Decoder::decide(const std::string& out, const nlohmann::json& par
       if (!old_params.contains("label_nodata") &&
           std::none_of(sc_.begin(), sc_.end(), [](const SceneState& st) { return st.labels && st.labels->nodata; }))
         old_params["label_nodata"] = "not_a_sample";
+      // a cache from before the manifest recorded the variable read by default ("variable": ""): that default
+      // is the one read now (a file where more than one array could be the scene is refused before this)
+      if (auto sc = old_params.find("scenes"); sc != old_params.end() && sc->is_array() && sc->size() == params["scenes"].size())
+        for (std::size_t i = 0; i < sc->size(); ++i) {
+          auto& o = (*sc)[i];
+          const auto& n = params["scenes"][i];
+          if (o.value("variable", "x").empty()) o["variable"] = n.value("variable", "");
+          if (o.contains("labels") && o["labels"].is_object() && n["labels"].is_object() && o["labels"].value("variable", "x").empty())
+            o["labels"]["variable"] = n["labels"].value("variable", "");
+        }
       json_diff(old_params, params, "", diffs);
       for (auto& d : diffs) {
         if (d.rfind("validity_bands", 0) == 0 || d.rfind("label_nodata", 0) == 0)
@@ -1821,7 +1843,9 @@ DecodeResult Decoder::run() {
   collective_step(comm_, "decode setup", [&] {
     validate_options();
     open_inputs();
-    params = decode_params_json(opts_);  // after open_inputs(), which names a bad --drop-bands first
+    DecodeOptions read = opts_;  // with the variables and image sizes the readers used
+    for (std::size_t i = 0; i < sc_.size(); ++i) read.scenes[i] = sc_[i].input;
+    params = decode_params_json(read);  // after open_inputs(), which names a bad --drop-bands first
   });
   // --out as rank 0 sees it (destination_path): no trailing '/', a symbolic link's target
   std::string out;
@@ -2063,6 +2087,7 @@ nlohmann::json decode_params_json(const DecodeOptions& o) {
   for (const auto& s : o.scenes) {
     nlohmann::json j = {{"name", s.name}, {"path", abs_path(s.scene.path)},
                         {"variable", s.scene.variable}, {"axes", s.scene.axes}};
+    if (!s.scene.image_size().empty()) j["image_size"] = s.scene.image_size();  // a [bands x pixels] MATLAB matrix
     if (s.labels)
       j["labels"] = {{"path", abs_path(s.labels->path)},
                      {"variable", s.labels->variable}, {"axes", s.labels->axes}};

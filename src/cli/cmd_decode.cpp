@@ -27,6 +27,7 @@ int run_decode(int argc, char** argv) {
       ("labels", po::value<std::vector<std::string>>()->composing(), "labels PATH[:VAR] for each --scene, in order (all or none)")
       ("name", po::value<std::vector<std::string>>()->composing(), "scene names for each --scene (default: file stem)")
       ("axes", po::value<std::string>()->default_value("hwb"), "HDF5 input axis order: hwb | bhw | whb")
+      ("image-size", po::value<std::string>(), "ROWSxCOLS of 2-D MATLAB [bands x pixels] scenes, pixels column-major (default: the file's nRow/nCol, lines/cols or nr/nc)")
       ("drop-bands", po::value<std::string>()->default_value(""), "bands to drop, 1-based: 108-112,154-167,224")
       ("bad-bands-from-header", po::bool_switch(), "drop the bands any scene header's bbl marks bad")
       ("ignore-label", po::value<int>()->default_value(0), "label value of unlabeled pixels")
@@ -50,6 +51,7 @@ int run_decode(int argc, char** argv) {
     const auto& vm = p.vm;
     cache::DecodeOptions o;
     const std::string axes = vm["axes"].as<std::string>();
+    const std::string image_size = vm.count("image-size") ? vm["image-size"].as<std::string>() : std::string();
     if (vm.count("scene")) {
       const auto scenes = vm["scene"].as<std::vector<std::string>>();
       const auto labels = vm.count("labels") ? vm["labels"].as<std::vector<std::string>>() : std::vector<std::string>{};
@@ -63,6 +65,7 @@ int run_decode(int argc, char** argv) {
         cache::SceneInput in;
         in.scene = io::SceneSpec::parse(scenes[i]);
         in.scene.axes = axes;
+        if (!image_size.empty()) in.scene.set_image_size(image_size, "--image-size");
         in.name = names.empty() ? std::filesystem::path(in.scene.path).stem().string() : names[i];
         if (names.empty() && scenes.size() > 1) in.name += "_" + std::to_string(i);
         if (!labels.empty()) {
@@ -99,6 +102,9 @@ int run_decode(int argc, char** argv) {
         in.scene = resolve(it->second);
         if (auto v = kv.find("variable"); v != kv.end()) in.scene.variable = v->second;
         in.scene.axes = kv.count("axes") ? kv.at("axes") : axes;
+        if (auto v = kv.find("image_size"); v != kv.end() || !image_size.empty())
+          in.scene.set_image_size(v != kv.end() ? v->second : image_size,
+                                  v != kv.end() ? p.config_path + ": [" + sec + "] image_size" : "--image-size");
         if (auto l = kv.find("labels"); l != kv.end() && !l->second.empty()) {
           in.labels = resolve(l->second);
           if (auto v = kv.find("labels_variable"); v != kv.end()) in.labels->variable = v->second;
@@ -108,9 +114,9 @@ int run_decode(int argc, char** argv) {
           throw ConfigError(p.config_path + ": section [" + sec + "]: axes orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and " +
                             "neither " + in.scene.path + " nor its labels is one");
         for (const auto& [k, v] : kv)
-          if (k != "path" && k != "labels" && k != "variable" && k != "labels_variable" && k != "axes")
+          if (k != "path" && k != "labels" && k != "variable" && k != "labels_variable" && k != "axes" && k != "image_size")
             throw ConfigError(p.config_path + ": section [" + sec + "]: unknown key '" + k +
-                              "' (expected path, labels, variable, labels_variable, axes)");
+                              "' (expected path, labels, variable, labels_variable, axes, image_size)");
         o.scenes.push_back(in);
       }
     }
