@@ -65,8 +65,9 @@ std::string iso_time_now() {
   return buf;
 }
 
-/// flock()-based lock file PATH.lock, held by rank 0 for the whole decode. The kernel releases it
-/// when the process dies (kill -9 included); the file itself stays (deleting it would race).
+/// flock()-based lock file PATH.lock, held by rank 0 for the whole decode and removed when it ends
+/// (fs::lock_lock_file: a refused or finished decode leaves none beside the cache). The kernel releases it
+/// when the process dies (kill -9 included); that file stays until the next decode of PATH.
 class LockFile {
  public:
   enum class Mode { build, read_only };
@@ -74,24 +75,20 @@ class LockFile {
   /// when it exists (read-only descriptor), so that a decode building there now (exclusive) is seen, and
   /// holds off while the cache is compared; none when there is no lock file (no decode ever built there).
   explicit LockFile(const std::string& path, Mode mode = Mode::build) : path_(path), shared_(mode == Mode::read_only) {
-    fd_ = shared_ ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = fs::lock_lock_file(path, (shared_ ? LOCK_SH : LOCK_EX) | LOCK_NB, !shared_);
     if (fd_ < 0 && shared_ && errno == ENOENT) return;
-    if (fd_ < 0) throw IoError(path, "open lock file", errno);
-    if (::flock(fd_, (shared_ ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
+    if (fd_ < 0) {
       const int e = errno;
+      if (e != EWOULDBLOCK) throw IoError(path, "open lock file", e);
       std::string holder;
       try {
         holder = fs::read_text(path);
       } catch (const Error&) {
       }
       while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-      ::close(fd_);
-      fd_ = -1;
-      if (e == EWOULDBLOCK)
-        throw Error(path + ": another decode is building this cache now (lock held by " +
-                    (holder.empty() ? std::string("an unknown process") : holder) +
-                    "); wait for it or remove nothing and retry later");
-      throw IoError(path, "flock", e);
+      throw Error(path + ": another decode is building this cache now (lock held by " +
+                  (holder.empty() ? std::string("an unknown process") : holder) +
+                  "); wait for it or remove nothing and retry later");
     }
     if (shared_) return;
     const std::string me = "pid " + std::to_string(::getpid()) + " on host " + fs::hostname() + " since " + iso_time_now() + "\n";
@@ -99,13 +96,7 @@ class LockFile {
       if (::pwrite(fd_, me.data(), me.size(), 0) < 0) { /* informational only */ }
     }
   }
-  ~LockFile() {
-    if (fd_ >= 0) {
-      if (!shared_ && ::ftruncate(fd_, 0) != 0) { /* informational only */ }
-      ::flock(fd_, LOCK_UN);
-      ::close(fd_);
-    }
-  }
+  ~LockFile() { fs::unlock_lock_file(path_, fd_, !shared_); }
   LockFile(const LockFile&) = delete;
   LockFile& operator=(const LockFile&) = delete;
 
@@ -1817,6 +1808,7 @@ nlohmann::json Decoder::decide(const std::string& out, const nlohmann::json& par
         if (!opts_.force)
           return {{"action", "reuse"}, {"checksum", old->data_checksum()}, {"n_samples", old->n_samples()}};
         // current, but asked for: e.g. its samples were damaged (verify says so)
+        refuse_foreign_entries(out, "decode --force");
         std::cerr << "decode: --force: rebuilding " << out << " (it matches its sources and parameters)\n";
         return {{"action", "go"}};
       }
@@ -1826,10 +1818,13 @@ nlohmann::json Decoder::decide(const std::string& out, const nlohmann::json& par
         for (const auto& d : diffs) msg += "\n  " + d;
         throw StaleError(msg);
       }
+      refuse_foreign_entries(out, "decode --force");
       std::cerr << "decode: --force: replacing " << out << " (" << diffs.size() << " difference"
                 << (diffs.size() > 1 ? "s" : "") << ")\n";
     } else if (!opts_.force) {
       throw StaleError(out + ": exists but is not a valid cache (" + why + "); use --force to replace it");
+    } else {
+      refuse_foreign_entries(out, "decode --force");
     }
   }
   return {{"action", "go"}};
