@@ -5,8 +5,10 @@
 //   PATH/manifest.json   always; written last before the rename. Keys other tools rely on:
 //                        format_version, n_samples, n_bands, layout, dtype, data_checksum, sources,
 //                        backend, patch, border, scenes [{name, rows, cols}], label_values.
-//                        Also: params (every preprocessing parameter, compared for reuse), statistics
-//                        {over, count, mean, std, min, max, shift, scale}, pca, shape, libraries,
+//                        Also: params (every preprocessing parameter, compared for reuse; scenes[] with the
+//                        variable read and a MATLAB matrix's image_size), statistics {over (what was used:
+//                        "all-pixels" for a cache without labels), count, mean, std, min, max, shift, scale},
+//                        pca, shape, libraries,
 //                        hsipipe_version, hsipipe_commit, created, host, ranks, bytes,
 //                        source_bytes_read (all ranks' readers; the same for any rank count).
 //                        sources [{path, size, mtime_ns, xxh3}]: xxh3 of a local file is the chunked

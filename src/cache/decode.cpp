@@ -65,8 +65,9 @@ std::string iso_time_now() {
   return buf;
 }
 
-/// flock()-based lock file PATH.lock, held by rank 0 for the whole decode. The kernel releases it
-/// when the process dies (kill -9 included); the file itself stays (deleting it would race).
+/// flock()-based lock file PATH.lock, held by rank 0 for the whole decode and removed when it ends
+/// (fs::lock_lock_file: a refused or finished decode leaves none beside the cache). The kernel releases it
+/// when the process dies (kill -9 included); that file stays until the next decode of PATH.
 class LockFile {
  public:
   enum class Mode { build, read_only };
@@ -74,24 +75,20 @@ class LockFile {
   /// when it exists (read-only descriptor), so that a decode building there now (exclusive) is seen, and
   /// holds off while the cache is compared; none when there is no lock file (no decode ever built there).
   explicit LockFile(const std::string& path, Mode mode = Mode::build) : path_(path), shared_(mode == Mode::read_only) {
-    fd_ = shared_ ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = fs::lock_lock_file(path, (shared_ ? LOCK_SH : LOCK_EX) | LOCK_NB, !shared_);
     if (fd_ < 0 && shared_ && errno == ENOENT) return;
-    if (fd_ < 0) throw IoError(path, "open lock file", errno);
-    if (::flock(fd_, (shared_ ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
+    if (fd_ < 0) {
       const int e = errno;
+      if (e != EWOULDBLOCK) throw IoError(path, "open lock file", e);
       std::string holder;
       try {
         holder = fs::read_text(path);
       } catch (const Error&) {
       }
       while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-      ::close(fd_);
-      fd_ = -1;
-      if (e == EWOULDBLOCK)
-        throw Error(path + ": another decode is building this cache now (lock held by " +
-                    (holder.empty() ? std::string("an unknown process") : holder) +
-                    "); wait for it or remove nothing and retry later");
-      throw IoError(path, "flock", e);
+      throw Error(path + ": another decode is building this cache now (lock held by " +
+                  (holder.empty() ? std::string("an unknown process") : holder) +
+                  "); wait for it or remove nothing and retry later");
     }
     if (shared_) return;
     const std::string me = "pid " + std::to_string(::getpid()) + " on host " + fs::node_name() + " since " + iso_time_now() + "\n";
@@ -99,13 +96,7 @@ class LockFile {
       if (::pwrite(fd_, me.data(), me.size(), 0) < 0) { /* informational only */ }
     }
   }
-  ~LockFile() {
-    if (fd_ >= 0) {
-      if (!shared_ && ::ftruncate(fd_, 0) != 0) { /* informational only */ }
-      ::flock(fd_, LOCK_UN);
-      ::close(fd_);
-    }
-  }
+  ~LockFile() { fs::unlock_lock_file(path_, fd_, !shared_); }
   LockFile(const LockFile&) = delete;
   LockFile& operator=(const LockFile&) = delete;
 
@@ -411,13 +402,18 @@ void Decoder::open_inputs() {
   for (const auto& in : opts_.scenes) {
     SceneState st;
     st.input = in;
-    st.scene = io::open_scene(in.scene);
+    st.input.scene.role = io::SceneSpec::Role::scene;  // a 2-D MATLAB matrix without its image size is refused
+    st.scene = io::open_scene(st.input.scene);
+    // what was read, for the manifest: the default variable the reader chose, the image size it used
+    if (const std::string v = st.scene->variable(); !v.empty()) st.input.scene.variable = v;
+    if (const std::string sz = st.scene->image_size(); !sz.empty()) st.input.scene.set_image_size(sz, "image size");
     st.rows = st.scene->rows();
     st.cols = st.scene->cols();
     if (st.rows == 0 || st.cols == 0 || st.scene->bands() == 0)
       throw FormatError(in.scene.str(), "dimensions", "the scene is empty");
     if (in.labels) {
       st.labels = io::read_labels(*in.labels);
+      if (!st.labels->variable.empty()) st.input.labels->variable = st.labels->variable;
       if (st.labels->rows != st.rows || st.labels->cols != st.cols)
         throw ConfigError("scene '" + in.name + "': labels " + in.labels->str() + " are " +
                           std::to_string(st.labels->rows) + " x " + std::to_string(st.labels->cols) + " but the scene " +
@@ -592,7 +588,11 @@ nlohmann::json Decoder::describe_sources() const {
   };
   for (const auto& st : sc_) {
     add_scene(*st.scene);
-    if (st.input.labels) add_scene(*io::open_scene(*st.input.labels));
+    if (st.input.labels) {
+      io::SceneSpec labels = *st.input.labels;
+      labels.role = io::SceneSpec::Role::labels;
+      add_scene(*io::open_scene(labels));
+    }
   }
   return out;
 }
@@ -1557,7 +1557,10 @@ std::string Decoder::build_manifest(const nlohmann::json& params, const nlohmann
   const auto var = stats_.variance();
   std::vector<double> sd(var.size());
   for (std::size_t b = 0; b < var.size(); ++b) sd[b] = std::sqrt(var[b]);
-  m["statistics"] = {{"over", stats_over_name(opts_.stats_over)}, {"count", stats_.n}, {"mean", stats_.mean},
+  // what the statistics were taken over: without labels (a prediction cache) every valid pixel, as --stats-over
+  // all-pixels (is_item)
+  const bool any_labels = std::any_of(sc_.begin(), sc_.end(), [](const SceneState& st) { return st.labels.has_value(); });
+  m["statistics"] = {{"over", stats_over_name(any_labels ? opts_.stats_over : StatsOver::all_pixels)}, {"count", stats_.n}, {"mean", stats_.mean},
                      {"std", sd}, {"min", stats_.min}, {"max", stats_.max}, {"shift", pre_.shift},
                      {"scale", pre_.scale}, {"normalize", normalize_name(opts_.normalize)}};
   m["bands"] = {{"source_bands", src_bands_}, {"kept", kept1}, {"kept_count", kept_.size()}};
@@ -1784,6 +1787,16 @@ nlohmann::json Decoder::decide(const std::string& out, const nlohmann::json& par
       if (!old_params.contains("label_nodata") &&
           std::none_of(sc_.begin(), sc_.end(), [](const SceneState& st) { return st.labels && st.labels->nodata; }))
         old_params["label_nodata"] = "not_a_sample";
+      // a cache from before the manifest recorded the variable read by default ("variable": ""): that default
+      // is the one read now (a file where more than one array could be the scene is refused before this)
+      if (auto sc = old_params.find("scenes"); sc != old_params.end() && sc->is_array() && sc->size() == params["scenes"].size())
+        for (std::size_t i = 0; i < sc->size(); ++i) {
+          auto& o = (*sc)[i];
+          const auto& n = params["scenes"][i];
+          if (o.value("variable", "x").empty()) o["variable"] = n.value("variable", "");
+          if (o.contains("labels") && o["labels"].is_object() && n["labels"].is_object() && o["labels"].value("variable", "x").empty())
+            o["labels"]["variable"] = n["labels"].value("variable", "");
+        }
       json_diff(old_params, params, "", diffs);
       for (auto& d : diffs) {
         if (d.rfind("validity_bands", 0) == 0 || d.rfind("label_nodata", 0) == 0)
@@ -1795,6 +1808,7 @@ nlohmann::json Decoder::decide(const std::string& out, const nlohmann::json& par
         if (!opts_.force)
           return {{"action", "reuse"}, {"checksum", old->data_checksum()}, {"n_samples", old->n_samples()}};
         // current, but asked for: e.g. its samples were damaged (verify says so)
+        refuse_foreign_entries(out, "decode --force");
         std::cerr << "decode: --force: rebuilding " << out << " (it matches its sources and parameters)\n";
         return {{"action", "go"}};
       }
@@ -1804,10 +1818,13 @@ nlohmann::json Decoder::decide(const std::string& out, const nlohmann::json& par
         for (const auto& d : diffs) msg += "\n  " + d;
         throw StaleError(msg);
       }
+      refuse_foreign_entries(out, "decode --force");
       std::cerr << "decode: --force: replacing " << out << " (" << diffs.size() << " difference"
                 << (diffs.size() > 1 ? "s" : "") << ")\n";
     } else if (!opts_.force) {
       throw StaleError(out + ": exists but is not a valid cache (" + why + "); use --force to replace it");
+    } else {
+      refuse_foreign_entries(out, "decode --force");
     }
   }
   return {{"action", "go"}};
@@ -1821,7 +1838,9 @@ DecodeResult Decoder::run() {
   collective_step(comm_, "decode setup", [&] {
     validate_options();
     open_inputs();
-    params = decode_params_json(opts_);  // after open_inputs(), which names a bad --drop-bands first
+    DecodeOptions read = opts_;  // with the variables and image sizes the readers used
+    for (std::size_t i = 0; i < sc_.size(); ++i) read.scenes[i] = sc_[i].input;
+    params = decode_params_json(read);  // after open_inputs(), which names a bad --drop-bands first
   });
   // --out as rank 0 sees it (destination_path): no trailing '/', a symbolic link's target
   std::string out;
@@ -2063,6 +2082,7 @@ nlohmann::json decode_params_json(const DecodeOptions& o) {
   for (const auto& s : o.scenes) {
     nlohmann::json j = {{"name", s.name}, {"path", abs_path(s.scene.path)},
                         {"variable", s.scene.variable}, {"axes", s.scene.axes}};
+    if (!s.scene.image_size().empty()) j["image_size"] = s.scene.image_size();  // a [bands x pixels] MATLAB matrix
     if (s.labels)
       j["labels"] = {{"path", abs_path(s.labels->path)},
                      {"variable", s.labels->variable}, {"axes", s.labels->axes}};

@@ -18,7 +18,8 @@
 //  - Passes: 1 statistics; 2 PCA covariance (only with --pca); 3 normalise + write. When a rank's
 //    statistics rows are its write rows, the decoded blocks of pass 1 are kept for passes 2 and 3 up
 //    to --memory-mb per rank; beyond that blocks are decoded again.
-//  - Publication: rank 0 takes PATH.lock (flock), checks an existing PATH (reuse / refuse / --force),
+//  - Publication: rank 0 takes PATH.lock (flock; removed when the decode ends), checks an existing PATH
+//    (reuse / refuse / --force; a PATH holding files a cache does not is never replaced),
 //    builds PATH.tmp-<job> and renames it to PATH after every rank succeeded and the manifest is
 //    written. On any failure every rank exits non-zero and rank 0 removes the temporary directory.
 #include <cstdint>

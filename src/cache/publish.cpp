@@ -73,6 +73,54 @@ std::string why_not_replaceable(const std::string& path) {
   return "holds no manifest.json";
 }
 
+namespace {
+
+/// A file of a cache (cache.hpp) or of a staged copy (stage.hpp)
+bool cache_file_name(const std::string& name) {
+  static const char* const kFixed[] = {"manifest.json", kStageRecord, "cache.h5", "samples.npy", "labels.npy",
+                                       "coords.npy", "band_mean.npy", "band_std.npy", "wavelengths.npy",
+                                       "pca_components.npy"};
+  for (const char* f : kFixed) {
+    const std::string n = f;
+    // a killed fs::write_text_atomic leaves NAME.tmp-PID
+    if (name == n || (name.rfind(n + ".tmp-", 0) == 0 && name.size() > n.size() + 5 &&
+                      std::all_of(name.begin() + static_cast<std::ptrdiff_t>(n.size()) + 5, name.end(),
+                                  [](unsigned char c) { return std::isdigit(c) != 0; })))
+      return true;
+  }
+  // cube_<s>.npy, s the scene index
+  if (name.size() > 9 && name.rfind("cube_", 0) == 0 && name.substr(name.size() - 4) == ".npy")
+    return std::all_of(name.begin() + 5, name.end() - 4, [](unsigned char c) { return std::isdigit(c) != 0; });
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> foreign_entries(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    std::error_code te;
+    const bool is_dir = e.symlink_status(te).type() == stdfs::file_type::directory;
+    if (is_dir || !cache_file_name(name)) out.push_back(name + (is_dir ? "/" : ""));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void refuse_foreign_entries(const std::string& dir, const std::string& what) {
+  const auto foreign = foreign_entries(dir);
+  if (foreign.empty()) return;
+  constexpr std::size_t kShown = 10;
+  std::string list;
+  for (std::size_t i = 0; i < foreign.size() && i < kShown; ++i) list += (i ? ", " : "") + foreign[i];
+  if (foreign.size() > kShown) list += " and " + std::to_string(foreign.size() - kShown) + " more";
+  throw ConfigError(dir + ": holds " + std::to_string(foreign.size()) + " file" + (foreign.size() > 1 ? "s" : "") +
+                    " that a cache does not (" + list + "); " + what +
+                    " would delete them: move them out of the cache folder first (nothing was changed)");
+}
+
 std::string destination_path(const std::string& out, bool* followed_link) {
   stdfs::path p = stdfs::absolute(out).lexically_normal();
   if (p.filename().empty() && p.has_parent_path()) p = p.parent_path();  // "c/" -> "c"

@@ -4,6 +4,7 @@
 // destination really is. Rank-local.
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace hsipipe::cache {
 
@@ -25,6 +26,13 @@ void remove_job_copies(const std::string& out, const std::function<void(const st
 /// not ("is a regular file", "holds no manifest.json ..."): anything else is the user's, never removed,
 /// --force or not.
 std::string why_not_replaceable(const std::string& path);
+
+/// The entries of directory `dir` that are not a cache's or a staged copy's files (manifest.json, stage.json,
+/// cache.h5, the .npy arrays of cache.hpp, a killed atomic write's NAME.tmp-PID of those): what a user put
+/// there, which replacing `dir` would delete. Sorted; a folder is named with a trailing '/'.
+std::vector<std::string> foreign_entries(const std::string& dir);
+/// Throws ConfigError when `dir` holds foreign_entries(): "`what` would delete them"; nothing is changed.
+void refuse_foreign_entries(const std::string& dir, const std::string& what);
 
 /// `--out` as decode uses it (stage resolves DEST with weakly_canonical): absolute, normalised, without
 /// a trailing '/', and, when its last component is a symbolic link, the link's target (replacing a cache

@@ -57,11 +57,13 @@ class Fd {
   int fd_;
 };
 
-/// flock(LOCK_EX) on PATH for the object's lifetime.
+/// flock(LOCK_EX) on PATH for the object's lifetime; PATH is removed when it ends (fs::lock_lock_file), so no
+/// lock file stays beside DEST.
 class FileLock {
  public:
-  explicit FileLock(const std::string& path, const StageOptions& opt, double& waited) : fd_(path, O_RDWR | O_CREAT) {
-    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+  explicit FileLock(const std::string& path, const StageOptions& opt, double& waited)
+      : path_(path), fd_(fs::lock_lock_file(path, LOCK_EX | LOCK_NB, true)) {
+    if (fd_ < 0) {
       if (errno != EWOULDBLOCK) throw IoError(path, "flock", errno);
       std::string holder;
       try {
@@ -71,23 +73,23 @@ class FileLock {
       while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
       if (opt.log) opt.log("waiting for " + path + (holder.empty() ? "" : " (held by " + holder + ")"));
       const auto t0 = Clock::now();
-      while (::flock(fd_.get(), LOCK_EX) != 0) {
-        if (errno != EINTR) throw IoError(path, "flock", errno);
-      }
+      fd_ = fs::lock_lock_file(path, LOCK_EX, true);
+      if (fd_ < 0) throw IoError(path, "flock", errno);
       waited = since(t0);
     }
     // Who holds it, for the next waiter's message. Best effort: the lock, not this text, is the contract.
     const std::string me = fs::node_name() + " pid " + std::to_string(::getpid()) + "\n";
-    if (::ftruncate(fd_.get(), 0) == 0) {
-      [[maybe_unused]] const ssize_t n = ::pwrite(fd_.get(), me.data(), me.size(), 0);
+    if (::ftruncate(fd_, 0) == 0) {
+      [[maybe_unused]] const ssize_t n = ::pwrite(fd_, me.data(), me.size(), 0);
     }
   }
-  ~FileLock() { ::flock(fd_.get(), LOCK_UN); }
+  ~FileLock() { fs::unlock_lock_file(path_, fd_, true); }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
  private:
-  Fd fd_;
+  std::string path_;
+  int fd_;
 };
 
 /// A directory removed on destruction unless released.
@@ -312,6 +314,7 @@ StageResult stage(const std::string& src_in, const std::string& dest_in, const S
       res.data_checksum = src_cache.data_checksum();
       return res;
     }
+    refuse_foreign_entries(dest.string(), "replacing the copy (" + problem + ")");
     res.action = StageAction::replaced;
     res.replaced_reason = problem;
     log("existing copy is not valid: " + problem + "; replacing it");

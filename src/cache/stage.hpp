@@ -3,13 +3,14 @@
 // memory-maps a cache over a network file system.
 //
 // Contract (rank-local; any number of processes on one node may call stage() for the same DEST at once):
-//  - DEST.lock (a file beside DEST) is held with flock(LOCK_EX) for the whole check-and-copy, so one
+//  - DEST.lock (a file beside DEST, removed when done) is held with flock(LOCK_EX) for the whole check-and-copy, so one
 //    caller copies and the others wait, then find the valid copy and reuse it.
 //  - A copy is valid when its manifest.json equals the source's byte for byte, its stage record
 //    (DEST/stage.json, written at copy time from the bytes read from the source) lists exactly the files
 //    present with their sizes and XXH3-64, every file still hashes to its recorded value, and the data
 //    checksum recomputed from the copy (cache::compute_data_checksum) equals the manifest's
-//    data_checksum. A valid copy is reused untouched; anything else is removed and copied again.
+//    data_checksum. A valid copy is reused untouched; anything else is removed and copied again, unless it
+//    holds files a cache does not (a user's): then ConfigError naming them (publish.hpp: foreign_entries).
 //  - A new copy is written to DEST.tmp-HOST-PID, fsynced, verified (per-file hashes and data checksum)
 //    and published by one rename: DEST is either absent, the old copy, or a complete verified copy.
 //  - DEST on a network file system (nfs, lustre, gpfs, ...) is refused (ConfigError) unless

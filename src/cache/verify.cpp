@@ -187,6 +187,8 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
   std::vector<std::optional<io::LabelImage>> labels;
   for (const auto& s : params.at("scenes")) {
     io::SceneSpec spec{s.at("path").get<std::string>(), s.value("variable", ""), s.value("axes", "hwb")};
+    spec.role = io::SceneSpec::Role::scene;
+    if (s.contains("image_size")) spec.set_image_size(s.at("image_size").get<std::string>(), dir + "/manifest.json: image_size");
     try {
       scenes.push_back(io::open_scene(spec));
     } catch (const Error& e) {

@@ -10,6 +10,7 @@
 #include "cli/collective_errors.hpp"
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "dist/collective.hpp"
 #include "dist/mpi.hpp"
 
 namespace hsipipe::cli {
@@ -27,6 +28,7 @@ int run_decode(int argc, char** argv) {
       ("labels", po::value<std::vector<std::string>>()->composing(), "labels PATH[:VAR] for each --scene, in order (all or none)")
       ("name", po::value<std::vector<std::string>>()->composing(), "scene names for each --scene (default: file stem)")
       ("axes", po::value<std::string>()->default_value("hwb"), "HDF5 input axis order: hwb | bhw | whb")
+      ("image-size", po::value<std::string>(), "ROWSxCOLS of 2-D MATLAB [bands x pixels] scenes, pixels column-major (default: the file's nRow/nCol, lines/cols or nr/nc)")
       ("drop-bands", po::value<std::string>()->default_value(""), "bands to drop, 1-based: 108-112,154-167,224")
       ("bad-bands-from-header", po::bool_switch(), "drop the bands any scene header's bbl marks bad")
       ("ignore-label", po::value<int>()->default_value(0), "label value of unlabeled pixels")
@@ -45,98 +47,111 @@ int run_decode(int argc, char** argv) {
   dist::Environment env(&argc, &argv);
   dist::Comm comm;
   return run_reporting_errors("decode", comm, [&] {
-    const Parsed p = parse(argc, argv, "decode", "[--config FILE] --scene PATH[:VAR] [--labels PATH[:VAR]] ... --out PATH", d);
-    if (p.help) return 0;
-    const auto& vm = p.vm;
     cache::DecodeOptions o;
-    const std::string axes = vm["axes"].as<std::string>();
-    if (vm.count("scene")) {
-      const auto scenes = vm["scene"].as<std::vector<std::string>>();
-      const auto labels = vm.count("labels") ? vm["labels"].as<std::vector<std::string>>() : std::vector<std::string>{};
-      const auto names = vm.count("name") ? vm["name"].as<std::vector<std::string>>() : std::vector<std::string>{};
-      if (!labels.empty() && labels.size() != scenes.size())
-        throw ConfigError("decode: " + std::to_string(scenes.size()) + " --scene but " + std::to_string(labels.size()) +
-                          " --labels (give one per scene, or none for prediction caches)");
-      if (!names.empty() && names.size() != scenes.size())
-        throw ConfigError("decode: --name must be given once per --scene");
-      for (std::size_t i = 0; i < scenes.size(); ++i) {
-        cache::SceneInput in;
-        in.scene = io::SceneSpec::parse(scenes[i]);
-        in.scene.axes = axes;
-        in.name = names.empty() ? std::filesystem::path(in.scene.path).stem().string() : names[i];
-        if (names.empty() && scenes.size() > 1) in.name += "_" + std::to_string(i);
-        if (!labels.empty()) {
-          in.labels = io::SceneSpec::parse(labels[i]);
-          in.labels->axes = axes;
-        }
-        o.scenes.push_back(in);
+    bool help = false;
+    // every rank reads the options: an error in them is the same on all, and printed once (collective_step)
+    dist::collective_step(comm, "reading the options", [&] {
+      const Parsed p = parse(argc, argv, "decode", "[--config FILE] --scene PATH[:VAR] [--labels PATH[:VAR]] ... --out PATH", d);
+      if (p.help) {
+        help = true;
+        return;
       }
-    } else {
-      // --labels and --name pair with the command line's --scene, in order: with scenes from the config
-      // they would pair with nothing (they were silently dropped)
-      for (const char* opt : {"labels", "name"})
-        if (vm.count(opt))
-          throw ConfigError(std::string("decode: --") + opt + " needs --scene on the command line" +
-                            (p.config_path.empty() ? std::string()
-                                                   : " (the scenes of " + p.config_path + " are its [scene.NAME] sections: set " +
-                                                         (std::string(opt) == "labels" ? "labels = PATH" : "the NAME") + " there)"));
-      const std::string base = p.config_path.empty() ? std::string(".")
-                                                     : std::filesystem::path(p.config_path).parent_path().string();
-      auto resolve = [&](const std::string& v) {
-        io::SceneSpec s = io::SceneSpec::parse(v);
-        if (!s.path.empty() && std::filesystem::path(s.path).is_relative() && s.path.find("://") == std::string::npos &&
-            !std::filesystem::exists(s.path))
-          s = io::SceneSpec::parse((std::filesystem::path(base) / v).string());
-        return s;
-      };
-      for (const auto& [sec, kv] : p.sections) {
-        if (sec.rfind("scene.", 0) != 0)  // a misspelt [scene.NAME] would lose its scene without a word
-          throw ConfigError(p.config_path + ": unknown section [" + sec + "] (scenes are [scene.NAME] sections)");
-        cache::SceneInput in;
-        in.name = sec.substr(6);
-        auto it = kv.find("path");
-        if (it == kv.end()) throw ConfigError(p.config_path + ": section [" + sec + "] has no path");
-        in.scene = resolve(it->second);
-        if (auto v = kv.find("variable"); v != kv.end()) in.scene.variable = v->second;
-        in.scene.axes = kv.count("axes") ? kv.at("axes") : axes;
-        if (auto l = kv.find("labels"); l != kv.end() && !l->second.empty()) {
-          in.labels = resolve(l->second);
-          if (auto v = kv.find("labels_variable"); v != kv.end()) in.labels->variable = v->second;
-          in.labels->axes = in.scene.axes;
+      const auto& vm = p.vm;
+      const std::string axes = vm["axes"].as<std::string>();
+      const std::string image_size = vm.count("image-size") ? vm["image-size"].as<std::string>() : std::string();
+      if (vm.count("scene")) {
+        const auto scenes = vm["scene"].as<std::vector<std::string>>();
+        const auto labels = vm.count("labels") ? vm["labels"].as<std::vector<std::string>>() : std::vector<std::string>{};
+        const auto names = vm.count("name") ? vm["name"].as<std::vector<std::string>>() : std::vector<std::string>{};
+        if (!labels.empty() && labels.size() != scenes.size())
+          throw ConfigError("decode: " + std::to_string(scenes.size()) + " --scene but " + std::to_string(labels.size()) +
+                            " --labels (give one per scene, or none for prediction caches)");
+        if (!names.empty() && names.size() != scenes.size())
+          throw ConfigError("decode: --name must be given once per --scene");
+        for (std::size_t i = 0; i < scenes.size(); ++i) {
+          cache::SceneInput in;
+          in.scene = io::SceneSpec::parse(scenes[i]);
+          in.scene.axes = axes;
+          if (!image_size.empty()) in.scene.set_image_size(image_size, "--image-size");
+          in.name = names.empty() ? std::filesystem::path(in.scene.path).stem().string() : names[i];
+          if (names.empty() && scenes.size() > 1) in.name += "_" + std::to_string(i);
+          if (!labels.empty()) {
+            in.labels = io::SceneSpec::parse(labels[i]);
+            in.labels->axes = axes;
+          }
+          o.scenes.push_back(in);
         }
-        if (kv.count("axes") && !uses_axes(in))
-          throw ConfigError(p.config_path + ": section [" + sec + "]: axes orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and " +
-                            "neither " + in.scene.path + " nor its labels is one");
-        for (const auto& [k, v] : kv)
-          if (k != "path" && k != "labels" && k != "variable" && k != "labels_variable" && k != "axes")
-            throw ConfigError(p.config_path + ": section [" + sec + "]: unknown key '" + k +
-                              "' (expected path, labels, variable, labels_variable, axes)");
-        o.scenes.push_back(in);
+      } else {
+        // --labels and --name pair with the command line's --scene, in order: with scenes from the config
+        // they would pair with nothing (they were silently dropped)
+        for (const char* opt : {"labels", "name"})
+          if (vm.count(opt))
+            throw ConfigError(std::string("decode: --") + opt + " needs --scene on the command line" +
+                              (p.config_path.empty() ? std::string()
+                                                     : " (the scenes of " + p.config_path + " are its [scene.NAME] sections: set " +
+                                                           (std::string(opt) == "labels" ? "labels = PATH" : "the NAME") + " there)"));
+        const std::string base = p.config_path.empty() ? std::string(".")
+                                                       : std::filesystem::path(p.config_path).parent_path().string();
+        auto resolve = [&](const std::string& v) {
+          io::SceneSpec s = io::SceneSpec::parse(v);
+          if (!s.path.empty() && std::filesystem::path(s.path).is_relative() && s.path.find("://") == std::string::npos &&
+              !std::filesystem::exists(s.path))
+            s = io::SceneSpec::parse((std::filesystem::path(base) / v).string());
+          return s;
+        };
+        for (const auto& [sec, kv] : p.sections) {
+          if (sec.rfind("scene.", 0) != 0)  // a misspelt [scene.NAME] would lose its scene without a word
+            throw ConfigError(p.config_path + ": unknown section [" + sec + "] (scenes are [scene.NAME] sections)");
+          cache::SceneInput in;
+          in.name = sec.substr(6);
+          auto it = kv.find("path");
+          if (it == kv.end()) throw ConfigError(p.config_path + ": section [" + sec + "] has no path");
+          in.scene = resolve(it->second);
+          if (auto v = kv.find("variable"); v != kv.end()) in.scene.variable = v->second;
+          in.scene.axes = kv.count("axes") ? kv.at("axes") : axes;
+          if (auto v = kv.find("image_size"); v != kv.end() || !image_size.empty())
+            in.scene.set_image_size(v != kv.end() ? v->second : image_size,
+                                    v != kv.end() ? p.config_path + ": [" + sec + "] image_size" : "--image-size");
+          if (auto l = kv.find("labels"); l != kv.end() && !l->second.empty()) {
+            in.labels = resolve(l->second);
+            if (auto v = kv.find("labels_variable"); v != kv.end()) in.labels->variable = v->second;
+            in.labels->axes = in.scene.axes;
+          }
+          if (kv.count("axes") && !uses_axes(in))
+            throw ConfigError(p.config_path + ": section [" + sec + "]: axes orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and " +
+                              "neither " + in.scene.path + " nor its labels is one");
+          for (const auto& [k, v] : kv)
+            if (k != "path" && k != "labels" && k != "variable" && k != "labels_variable" && k != "axes" && k != "image_size")
+              throw ConfigError(p.config_path + ": section [" + sec + "]: unknown key '" + k +
+                                "' (expected path, labels, variable, labels_variable, axes, image_size)");
+          o.scenes.push_back(in);
+        }
       }
-    }
-    // --axes orders an HDF5 dataset's dimensions; for any other scene it would be ignored without a word
-    if (!vm["axes"].defaulted() &&
-        std::none_of(o.scenes.begin(), o.scenes.end(), uses_axes))
-      throw ConfigError("--axes " + axes + ": orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and no scene or label file is one");
-    o.drop_bands = vm["drop-bands"].as<std::string>();
-    o.bad_bands_from_header = vm["bad-bands-from-header"].as<bool>();
-    o.ignore_label = vm["ignore-label"].as<int>();
-    o.layout = cache::layout_from_name(vm["layout"].as<std::string>());
-    o.patch = vm["patch"].as<int>();
-    o.border = cache::border_from_name(vm["border"].as<std::string>());
-    const std::string dt = vm["dtype"].as<std::string>();
-    if (dt == "float32") o.dtype = DType::f32;
-    else if (dt == "float16") o.dtype = DType::f16;
-    else throw ConfigError("--dtype: unknown value '" + dt + "' (expected float32 or float16)");
-    o.normalize = cache::normalize_from_name(vm["normalize"].as<std::string>());
-    o.stats_over = cache::stats_over_from_name(vm["stats-over"].as<std::string>());
-    o.pca = vm["pca"].as<int>();
-    o.backend = vm["backend"].as<std::string>();
-    if (!vm.count("out")) throw ConfigError("decode: --out PATH is required");
-    o.out = vm["out"].as<std::string>();
-    o.force = vm["force"].as<bool>();
-    o.memory_bytes = vm["memory-mb"].as<std::uint64_t>() << 20;
-    o.progress = !vm["no-progress"].as<bool>();
+      // --axes orders an HDF5 dataset's dimensions; for any other scene it would be ignored without a word
+      if (!vm["axes"].defaulted() &&
+          std::none_of(o.scenes.begin(), o.scenes.end(), uses_axes))
+        throw ConfigError("--axes " + axes + ": orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and no scene or label file is one");
+      o.drop_bands = vm["drop-bands"].as<std::string>();
+      o.bad_bands_from_header = vm["bad-bands-from-header"].as<bool>();
+      o.ignore_label = vm["ignore-label"].as<int>();
+      o.layout = cache::layout_from_name(vm["layout"].as<std::string>());
+      o.patch = vm["patch"].as<int>();
+      o.border = cache::border_from_name(vm["border"].as<std::string>());
+      const std::string dt = vm["dtype"].as<std::string>();
+      if (dt == "float32") o.dtype = DType::f32;
+      else if (dt == "float16") o.dtype = DType::f16;
+      else throw ConfigError("--dtype: unknown value '" + dt + "' (expected float32 or float16)");
+      o.normalize = cache::normalize_from_name(vm["normalize"].as<std::string>());
+      o.stats_over = cache::stats_over_from_name(vm["stats-over"].as<std::string>());
+      o.pca = vm["pca"].as<int>();
+      o.backend = vm["backend"].as<std::string>();
+      if (!vm.count("out")) throw ConfigError("decode: --out PATH is required");
+      o.out = vm["out"].as<std::string>();
+      o.force = vm["force"].as<bool>();
+      o.memory_bytes = vm["memory-mb"].as<std::uint64_t>() << 20;
+      o.progress = !vm["no-progress"].as<bool>();
+    });
+    if (help) return 0;
     cache::decode(o, comm);
     return 0;
   });

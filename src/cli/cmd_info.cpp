@@ -91,6 +91,7 @@ int run_info(int argc, char** argv) {
   desc.add_options()
       ("scene", po::value<std::string>(), "FILE[:VAR] (ENVI header or data file, .mat:var, .h5:/dataset, GDAL raster)")
       ("axes", po::value<std::string>()->default_value("hwb"), "HDF5 input: axis order hwb | bhw | whb")
+      ("image-size", po::value<std::string>(), "ROWSxCOLS of a 2-D MATLAB [bands x pixels] matrix (default: the file's nRow/nCol, lines/cols or nr/nc)")
       ("decode-all", po::bool_switch(), "time a decode of every row into float32 BIP and print MB/s")
       ("block-rows", po::value<long>(), "--decode-all: rows per read_rows call (default: about 1 MiB of floats)")
       ("threads", po::value<int>()->default_value(1), "--decode-all: threads decoding disjoint row blocks")
@@ -110,6 +111,7 @@ int run_info(int argc, char** argv) {
 
   io::SceneSpec spec = io::SceneSpec::parse(vm["scene"].as<std::string>());
   spec.axes = vm["axes"].as<std::string>();
+  if (vm.count("image-size")) spec.set_image_size(vm["image-size"].as<std::string>(), "--image-size");
   const auto scene = io::open_scene(spec);
   const io::Scene& s = *scene;
 
@@ -173,6 +175,13 @@ int run_info(int argc, char** argv) {
       line("labels", std::to_string(counts.size() - (counts.count(0) ? 1 : 0)) + " classes, " +
                          std::to_string(labeled) + " of " + std::to_string(buf.size()) + " pixels labeled" +
                          (invalid ? ", " + std::to_string(invalid) + " invalid (ignore value)" : ""));
+      // a measured band or a [bands x pixels] matrix read as a raster has thousands of values: not classes
+      constexpr std::size_t kMaxClasses = 1000;
+      if (counts.size() > kMaxClasses) {
+        std::cout << "  (" << counts.size() << " distinct values, more than " << kMaxClasses
+                  << ": not listed; a label raster holds class ids; a 2-D MATLAB [bands x pixels] matrix needs --image-size ROWSxCOLS)\n";
+        counts.clear();
+      }
       for (const auto& [k, n] : counts) {
         std::cout << "  class " << std::right << std::setw(6) << k << ": " << std::setw(10) << n << (k == 0 ? "  (unlabeled)" : "")
                   << "\n";

@@ -2,9 +2,11 @@
 // DIR/labels.hdr + labels.img. Rank-local, no MPI. Deterministic from --seed.
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 
+#include "cache/stage.hpp"
 #include "cli/command.hpp"
 #include "core/error.hpp"
 #include "io/synth.hpp"
@@ -66,8 +68,15 @@ int run_synth(int argc, char** argv) {
     throw ConfigError("--seed: expected an unsigned 64-bit integer, got '" + seed + "'");
   }
 
+  // a cache (or staged copy) is not a folder for scenes: the files would join it, and the next decode
+  // --force or stage of it would delete them
+  const std::string out = vm["out"].as<std::string>();
+  for (const std::string f : {"manifest.json", cache::kStageRecord})
+    if (std::filesystem::exists(std::filesystem::path(out) / f))
+      throw ConfigError("synth --out " + out + ": is a cache (it holds " + f +
+                        "); synth writes a scene into a folder of its own: choose another --out (nothing was written)");
   const auto t0 = std::chrono::steady_clock::now();
-  const io::SynthFiles f = io::write_synthetic_scene(vm["out"].as<std::string>(), o);
+  const io::SynthFiles f = io::write_synthetic_scene(out, o);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::uint64_t labeled = 0;
   for (std::size_t k = 1; k < f.class_counts.size(); ++k) labeled += f.class_counts[k];

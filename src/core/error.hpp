@@ -53,6 +53,10 @@ inline constexpr const char* kOutOfMemory =
     "out of memory: a buffer could not be allocated (this node has too little free memory: other jobs on it? "
     "a ulimit -v or Slurm --mem below what the job needs?)";
 
+/// Writes `line` and a newline to stderr in one write(2), so that the lines of processes sharing the stream
+/// (MPI ranks under mpiexec) never interleave inside a line, as `std::cerr << a << b` (a write per piece) did.
+void print_error_line(const std::string& line) noexcept;
+
 /// std::filesystem's error (create_directories, rename, ...) as an IoError naming the path first:
 /// "PATH: cannot create directories: Not a directory".
 IoError io_error_from(const std::filesystem::filesystem_error& e);

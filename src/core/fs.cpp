@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -69,6 +70,43 @@ std::string existing_parent(std::string p) {
   return path.string();
 }
 }  // namespace
+
+namespace {
+bool names_file(const std::string& path, int fd) {
+  struct stat a {}, b {};
+  return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+}  // namespace
+
+int lock_lock_file(const std::string& path, int how, bool create) {
+  const bool exclusive = (how & LOCK_EX) != 0;
+  for (;;) {
+    const int fd = ::open(path.c_str(), (exclusive ? O_RDWR : O_RDONLY) | (create ? O_CREAT : 0) | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    int rc;
+    while ((rc = ::flock(fd, how)) != 0 && errno == EINTR) {
+    }
+    if (rc != 0) {
+      const int e = errno;
+      ::close(fd);
+      errno = e;
+      return -1;
+    }
+    if (names_file(path, fd)) return fd;
+    ::close(fd);  // removed (or replaced) by the holder before us: lock the file PATH names now
+    if (!create && ::access(path.c_str(), F_OK) != 0) {
+      errno = ENOENT;
+      return -1;
+    }
+  }
+}
+
+void unlock_lock_file(const std::string& path, int fd, bool remove) noexcept {
+  if (fd < 0) return;
+  if (remove && names_file(path, fd)) ::unlink(path.c_str());  // still holding it: no taker has it
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+}
 
 std::optional<std::string> network_fs_type(const std::string& path) {
   struct statfs s {};

@@ -24,6 +24,16 @@ std::optional<std::string> network_fs_type(const std::string& path);
 /// The same for a statfs(2) f_type: the name of a network/cluster file system's magic number, else nullopt.
 std::optional<std::string> network_fs_name(unsigned long f_type);
 
+/// flock(2) on the lock file PATH, which its holder removes when done (unlock_lock_file), so that no lock file
+/// stays beside a user's files; only a killed holder leaves one, which the next taker reuses and removes.
+/// `how`: LOCK_EX or LOCK_SH, | LOCK_NB to fail at once; `create`: O_CREAT, else -1 with ENOENT when there
+/// is none. After locking it checks that PATH still names the file locked (the previous holder may have
+/// removed it meanwhile) and otherwise tries again, so two takers never hold different files of one PATH.
+/// Returns the locked descriptor, or -1 with errno (EWOULDBLOCK: held by another).
+int lock_lock_file(const std::string& path, int how, bool create);
+/// Removes PATH when `remove` and it still names fd's file, then unlocks and closes fd (never throws).
+void unlock_lock_file(const std::string& path, int fd, bool remove) noexcept;
+
 /// Free bytes on the file system holding PATH (or its nearest existing parent).
 std::uint64_t free_bytes(const std::string& path);
 

@@ -2,6 +2,7 @@
 // dist/collective: turning an error on some ranks into an error on every rank, instead of a deadlock in
 // the next collective call. Used by phase one (decode) and phase two (train), and by the commands that
 // print those errors.
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/hash.hpp"
 #include "dist/mpi.hpp"
 
 namespace hsipipe::dist {
@@ -38,8 +40,9 @@ class QuietError : public RankError {
 };
 
 /// Runs a rank-local step `f`; if it failed on any rank, every rank throws: the failing rank its own
-/// error (as QuietError on ranks other than 0 when rank 0 failed too), the others a PeerError naming
-/// the first failing rank and carrying its exit code. COLLECTIVE (one allgather of an exit code).
+/// error (as QuietError when a lower failing rank has the same message: each distinct message is printed
+/// once), the others a PeerError naming the first failing rank and carrying its exit code. COLLECTIVE (one
+/// allgather of an exit code; when more than one rank failed, one more of the messages' hashes).
 template <class F>
 void collective_step(const Comm& comm, const std::string& what, F&& f) {
   std::exception_ptr err;
@@ -67,16 +70,24 @@ void collective_step(const Comm& comm, const std::string& what, F&& f) {
   int first_bad = -1;
   for (std::size_t r = 0; r < codes.size() && first_bad < 0; ++r)
     if (codes[r] != 0) first_bad = static_cast<int>(r);
+  const auto failed = std::count_if(codes.begin(), codes.end(), [](std::int32_t c) { return c != 0; });
+  std::string message;
   if (err) {
-    if (comm.rank() != 0 && !codes.empty() && codes[0] != 0) {
-      try {
-        std::rethrow_exception(err);
-      } catch (const std::exception& e) {
-        throw QuietError(e.what(), code);
-      }
+    try {
+      std::rethrow_exception(err);
+    } catch (const std::exception& e) {
+      message = e.what();
+    } catch (...) {
+      message = what + ": an unknown exception";
     }
-    std::rethrow_exception(err);
   }
+  if (failed > 1) {  // every rank knows: each distinct message once, from the lowest rank that has it
+    const std::uint64_t mine = err ? xxh3_64(message.data(), message.size()) | 1 : 0;
+    const std::vector<std::uint64_t> all = comm.allgatherv(std::vector<std::uint64_t>{mine});
+    if (err && std::find(all.begin(), all.begin() + comm.rank(), mine) != all.begin() + comm.rank())
+      throw QuietError(message, code);
+  }
+  if (err) std::rethrow_exception(err);
   if (first_bad >= 0)
     throw PeerError(what + " failed on rank " + std::to_string(first_bad) + " (see its message)",
                     codes[static_cast<std::size_t>(first_bad)]);

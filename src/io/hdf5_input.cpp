@@ -270,6 +270,7 @@ class Hdf5Scene final : public Scene {
   const BandInfo& band_info() const override { return info_; }
   std::optional<double> ignore_value() const override { return ignore_; }
   std::string format() const override { return "HDF5"; }
+  std::string variable() const override { return dataset_; }
   std::vector<std::string> source_files() const override { return {path_}; }
   std::uint64_t bytes_read() const override { return bytes_read_.load(); }
   std::vector<std::pair<std::string, std::string>> details() const override { return details_; }

@@ -1,8 +1,11 @@
 // io/matlab_reader: MATLAB .mat scenes (v4, v5 plain and zlib-compressed, v7.3) through libmatio.
 //
 // An H x W x B MATLAB array is column-major: element (r, c, b) sits at r + c*H + b*H*W. The scene
-// keeps MATLAB's indexing, so pixel (r, c) here is A(r+1, c+1, :) in MATLAB. A 2-D H x W array is a
-// 1-band scene (label rasters).
+// keeps MATLAB's indexing, so pixel (r, c) here is A(r+1, c+1, :) in MATLAB.
+// A 2-D B x P matrix with an image size H x W (H*W = P: SceneSpec::image_rows/cols, or the file's own
+// nRow/nCol, lines/cols or nr/nc scalars) is the unmixing data sets' [bands x pixels] layout: pixel (r, c)
+// is column r + c*H, Y(:, r+1 + c*H) in MATLAB (reshape(Y', H, W, B); numpy: Y.T.reshape(H, W, B, order='F')).
+// Any other 2-D H x W array is a label raster (1 band), which a scene (SceneSpec::Role::scene) refuses.
 //
 // Reading a block of rows:
 //  - v7.3 (HDF5 inside) and uncompressed v5: Mat_VarReadData with a hyperslab of rows [r0, r1) — only
@@ -19,6 +22,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -155,13 +159,24 @@ detail::ArrayEntry entry_of(const matvar_t& v) {
   return e;
 }
 
+/// The image size of a [bands x pixels] matrix, and where it came from (for messages and `info`).
+struct ImageSize {
+  std::size_t rows = 0, cols = 0;
+  std::string from;
+};
+
 class MatlabScene final : public Scene {
  public:
-  MatlabScene(std::string path, MatFile file, MatVar var)
-      : path_(std::move(path)), file_(std::move(file)), var_(std::move(var)) {
+  MatlabScene(std::string path, MatFile file, MatVar var, std::optional<ImageSize> matrix)
+      : path_(std::move(path)), file_(std::move(file)), var_(std::move(var)), matrix_(std::move(matrix)) {
     rows_ = var_->dims[0];
     cols_ = var_->rank >= 2 ? var_->dims[1] : 1;
     bands_ = var_->rank >= 3 ? var_->dims[2] : 1;
+    if (matrix_) {
+      bands_ = var_->dims[0];
+      rows_ = matrix_->rows;
+      cols_ = matrix_->cols;
+    }
     compressed_ = var_->compression == MAT_COMPRESSION_ZLIB;
     version_ = Mat_GetVersion(file_.get());
     const std::uint64_t cube = static_cast<std::uint64_t>(rows_) * cols_ * bands_ * sizeof(float);
@@ -181,18 +196,29 @@ class MatlabScene final : public Scene {
     decltype(cache_)().swap(cache_);
   }
   std::string format() const override { return version_name(version_); }
+  std::string variable() const override { return var_->name ? var_->name : ""; }
+  std::string image_size() const override {
+    return matrix_ ? std::to_string(rows_) + "x" + std::to_string(cols_) : std::string();
+  }
   std::vector<std::string> source_files() const override { return {path_}; }
   std::uint64_t bytes_read() const override { return bytes_read_.load(); }
 
   std::vector<std::pair<std::string, std::string>> details() const override {
-    std::string dims = std::to_string(rows_) + " x " + std::to_string(cols_);
-    if (var_->rank >= 3) dims += " x " + std::to_string(bands_);
+    std::string dims;
+    for (int i = 0; i < var_->rank; ++i) dims += (i ? " x " : "") + std::to_string(var_->dims[i]);
     std::vector<std::pair<std::string, std::string>> d{
         {"variable", var_->name ? var_->name : ""},
         {"MATLAB class", var_->isLogical ? "logical" : class_name(var_->class_type)},
-        {"MATLAB size", dims},
-        {"layout", "column-major (pixel (r, c) = A(r+1, c+1, :))"},
-        {"compression", compressed_ ? "zlib" : "none"}};
+        {"MATLAB size", dims}};
+    if (matrix_) {
+      d.emplace_back("layout", "[bands x pixels], pixels column-major (pixel (r, c) = A(:, r+1 + c*" + std::to_string(rows_) + "))");
+      d.emplace_back("image size", std::to_string(rows_) + " x " + std::to_string(cols_) + " (from " + matrix_->from + ")");
+    } else {
+      d.emplace_back("layout", var_->rank == 2 ? "column-major H x W raster (pixel (r, c) = A(r+1, c+1)); a [bands x pixels] "
+                                                 "matrix needs --image-size ROWSxCOLS"
+                                               : "column-major (pixel (r, c) = A(r+1, c+1, :))");
+    }
+    d.emplace_back("compression", compressed_ ? "zlib" : "none");
     if (compressed_) {
       d.emplace_back("block reads", use_cache_ ? "whole variable decoded once, kept in memory"
                                                : "hyperslab per block (re-inflates from the start)");
@@ -216,27 +242,19 @@ class MatlabScene final : public Scene {
   }
 
  private:
-  // Hyperslab rows [r0, r1) x all columns x all bands, column-major in the class's type, then to BIP.
+  // Rows [r0, r1) x all columns x all bands as stored (class type), then to BIP.
   void read_slab(std::size_t r0, std::size_t r1, float* out) const {
     const std::size_t n = r1 - r0;
     with_class_type(var_->class_type, [&](auto tag) {
       using T = decltype(tag);
       std::vector<T> buf(n * cols_ * bands_);
-      int start[3] = {static_cast<int>(r0), 0, 0};
-      int stride[3] = {1, 1, 1};
-      int edge[3] = {static_cast<int>(n), static_cast<int>(cols_), static_cast<int>(bands_)};
+      detail::Strides st;
       {
         std::lock_guard lock(mu_);
-        if (Mat_VarReadData(file_.get(), var_.get(), buf.data(), start, stride, edge) != 0) {
-          throw FormatError(path_, var_->name ? var_->name : "variable",
-                            "cannot read rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) +
-                                " (truncated or corrupt file)" + matio_says());
-        }
+        st = read_block_locked(r0, n, buf.data());
       }
       bytes_read_ += buf.size() * sizeof(T);
-      const auto ni = static_cast<std::ptrdiff_t>(n);
-      detail::gather_to_bip(buf.data(), {1, ni, ni * static_cast<std::ptrdiff_t>(cols_)}, n, cols_, bands_,
-                            std::nullopt, validity_bands(), out);
+      detail::gather_to_bip(buf.data(), st, n, cols_, bands_, std::nullopt, validity_bands(), out);
     });
   }
 
@@ -244,32 +262,59 @@ class MatlabScene final : public Scene {
     std::lock_guard lock(mu_);
     if (cache_ready_) return;
     std::vector<float> cube(rows_ * cols_ * bands_);
-    read_slab_locked_whole(cube.data());
-    cache_ = std::move(cube);
-    cache_ready_ = true;
-  }
-  // The whole variable in one Mat_VarReadData call (one inflate pass); mu_ is held by the caller.
-  void read_slab_locked_whole(float* out) const {
+    // the whole variable in one Mat_VarReadData call (one inflate pass)
     with_class_type(var_->class_type, [&](auto tag) {
       using T = decltype(tag);
       std::vector<T> buf(rows_ * cols_ * bands_);
-      int start[3] = {0, 0, 0};
-      int stride[3] = {1, 1, 1};
-      int edge[3] = {static_cast<int>(rows_), static_cast<int>(cols_), static_cast<int>(bands_)};
-      if (Mat_VarReadData(file_.get(), var_.get(), buf.data(), start, stride, edge) != 0) {
-        throw FormatError(path_, var_->name ? var_->name : "variable",
-                          "cannot decode the compressed variable (truncated or corrupt file)" + matio_says());
-      }
+      const detail::Strides st = read_block_locked(0, rows_, buf.data());
       bytes_read_ += buf.size() * sizeof(T);
-      const auto h = static_cast<std::ptrdiff_t>(rows_);
-      detail::gather_to_bip(buf.data(), {1, h, h * static_cast<std::ptrdiff_t>(cols_)}, rows_, cols_, bands_,
-                            std::nullopt, validity_bands(), out);
+      detail::gather_to_bip(buf.data(), st, rows_, cols_, bands_, std::nullopt, validity_bands(), cube.data());
     });
+    cache_ = std::move(cube);
+    cache_ready_ = true;
+  }
+
+  // Rows [r0, r0 + n) into buf in the stored element order; returns that block's strides. mu_ is held.
+  template <class T>
+  detail::Strides read_block_locked(std::size_t r0, std::size_t n, T* buf) const {
+    const auto read = [&](int* start, int* edge, T* to, int* stride = nullptr) {
+      int ones[3] = {1, 1, 1};
+      if (!stride) stride = ones;
+      if (Mat_VarReadData(file_.get(), var_.get(), to, start, stride, edge) != 0) {
+        throw FormatError(path_, var_->name ? var_->name : "variable",
+                          "cannot read rows " + std::to_string(r0) + ".." + std::to_string(r0 + n - 1) +
+                              " (truncated or corrupt file)" + matio_says());
+      }
+    };
+    const auto ni = static_cast<std::ptrdiff_t>(n), B = static_cast<std::ptrdiff_t>(bands_);
+    if (!matrix_) {
+      int start[3] = {static_cast<int>(r0), 0, 0};
+      int edge[3] = {static_cast<int>(n), static_cast<int>(cols_), static_cast<int>(bands_)};
+      read(start, edge, buf);
+      return {1, ni, ni * static_cast<std::ptrdiff_t>(cols_)};
+    }
+    // [bands x pixels]: image row r is matrix columns r, r + H, r + 2H, ... (one strided slab per row); the
+    // whole image is one slab (what a compressed variable is read as). libmatio 1.5.23 ignores start[1] of a
+    // v5 2-D slab with stride 1 (it reads from column 0), so a part is never read as a stride-1 slab.
+    if (n == rows_) {
+      int start[2] = {0, 0};
+      int edge[2] = {static_cast<int>(bands_), static_cast<int>(rows_ * cols_)};
+      read(start, edge, buf);
+      return {B, static_cast<std::ptrdiff_t>(rows_) * B, 1};
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      int start[2] = {0, static_cast<int>(r0 + i)};
+      int stride[2] = {1, static_cast<int>(rows_)};
+      int edge[2] = {static_cast<int>(bands_), static_cast<int>(cols_)};
+      read(start, edge, buf + i * cols_ * bands_, stride);
+    }
+    return {static_cast<std::ptrdiff_t>(cols_) * B, B, 1};
   }
 
   std::string path_;
   MatFile file_;
   MatVar var_;
+  std::optional<ImageSize> matrix_;  ///< set: a [bands x pixels] matrix of this image size
   std::size_t rows_ = 0, cols_ = 0, bands_ = 0;
   bool compressed_ = false, use_cache_ = false;
   mat_ft version_ = MAT_FT_MAT5;
@@ -344,6 +389,65 @@ std::optional<std::pair<std::string, std::string>> mat_truncation(const std::str
   return std::nullopt;
 }
 
+/// The value of a real numeric 1 x 1 variable, or nothing.
+std::optional<double> scalar_value(mat_t* file, const std::string& name) {
+  MatVar v(Mat_VarRead(file, name.c_str()));
+  if (!v || v->rank != 2 || v->dims[0] != 1 || v->dims[1] != 1 || v->isComplex || !numeric_class(v->class_type) || !v->data)
+    return std::nullopt;
+  return with_class_type(v->class_type, [&](auto tag) { return static_cast<double>(*static_cast<const decltype(tag)*>(v->data)); });
+}
+
+/// The image size a file names for its [bands x pixels] matrices: the scalars nRow/nCol, lines/cols or nr/nc
+/// (the unmixing data sets' names). Several pairs must agree. Leaves the file rewound.
+std::optional<ImageSize> image_size_in_file(mat_t* file, const std::string& path, const std::vector<detail::ArrayEntry>& entries) {
+  static constexpr std::pair<const char*, const char*> kPairs[] = {{"nRow", "nCol"}, {"lines", "cols"}, {"nr", "nc"}};
+  const auto has = [&](const char* n) {
+    return std::any_of(entries.begin(), entries.end(), [&](const detail::ArrayEntry& e) { return e.name == n; });
+  };
+  std::optional<ImageSize> found;
+  for (const auto& [r, c] : kPairs) {
+    if (!has(r) || !has(c)) continue;
+    ImageSize s{0, 0, std::string(r) + "/" + c + " in the file"};
+    for (const auto& [name, to] : {std::pair{r, &s.rows}, std::pair{c, &s.cols}}) {
+      const auto v = scalar_value(file, name);
+      if (!v || !(*v >= 1 && *v <= 2147483647.0) || *v != std::floor(*v))
+        throw FormatError(path, name, "expected a positive integer scalar (the image's " +
+                                          std::string(to == &s.rows ? "rows" : "columns") + " for a [bands x pixels] matrix)");
+      *to = static_cast<std::size_t>(*v);
+    }
+    if (found && (found->rows != s.rows || found->cols != s.cols))
+      throw FormatError(path, s.from.substr(0, s.from.find(' ')),
+                        std::to_string(s.rows) + " x " + std::to_string(s.cols) + " disagrees with " + found->from + ": " +
+                            std::to_string(found->rows) + " x " + std::to_string(found->cols));
+    if (!found) found = s;
+  }
+  Mat_Rewind(file);
+  return found;
+}
+
+/// What a 2-D variable is read as: a [bands x pixels] matrix of image size `size` (returned), or a label
+/// raster (nothing returned); a scene without a fitting size is refused, saying what to add.
+std::optional<ImageSize> matrix_size(const detail::ArrayEntry& v, const SceneSpec& spec, const std::optional<ImageSize>& size) {
+  const std::size_t bands = v.dims[0], pixels = v.dims[1];
+  const std::string shape = std::to_string(bands) + " x " + std::to_string(pixels);
+  if (size && size->rows * size->cols == pixels) return size;
+  if (size && (spec.image_rows || spec.role == SceneSpec::Role::scene)) {
+    const std::size_t n = size->rows * size->cols;
+    throw FormatError(spec.path, v.name,
+                      "variable is " + shape + " but the image size " + std::to_string(size->rows) + " x " +
+                          std::to_string(size->cols) + " (" + size->from + ") has " + std::to_string(n) +
+                          " pixels: a [bands x pixels] matrix needs " + std::to_string(n) + " columns" +
+                          (bands == n ? " (this one looks like [pixels x bands]: store its transpose)" : ""));
+  }
+  if (spec.role == SceneSpec::Role::scene)
+    throw FormatError(spec.path, v.name,
+                      "a 2-D variable (" + shape + ") is not a scene without its image size: if it is [bands x pixels] (" +
+                          std::to_string(bands) + " bands, " + std::to_string(pixels) +
+                          " pixels in column-major order), give ROWSxCOLS with --image-size (INI: image_size = ROWSxCOLS) "
+                          "or store the scalars nRow and nCol in the file; a label raster goes to --labels");
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::unique_ptr<Scene> open_matlab(const SceneSpec& spec) {
@@ -365,8 +469,13 @@ std::unique_ptr<Scene> open_matlab(const SceneSpec& spec) {
   if (entries.empty() && Mat_GetVersion(file.get()) == MAT_FT_MAT73)  // libmatio opens it, HDF5 did not
     throw FormatError(path, "header", "a v7.3 (HDF5) file with no variable libmatio can read: truncated or damaged?" + matio_says());
 
+  // the image size of [bands x pixels] matrices: the option's, else the file's (never for a label raster)
+  std::optional<ImageSize> size;
+  if (spec.image_rows) size = ImageSize{spec.image_rows, spec.image_cols, "--image-size / image_size"};
+  else if (spec.role != SceneSpec::Role::labels) size = image_size_in_file(file.get(), path, entries);
+  const auto fits = [&](const detail::ArrayEntry& e) { return size && e.dims.size() == 2 && e.dims[1] == size->rows * size->cols; };
   const detail::ArrayEntry& chosen = spec.variable.empty()
-                                         ? detail::choose_default_array(entries, path, "variable")
+                                         ? detail::choose_default_array(entries, path, "variable", fits)
                                          : detail::find_array(entries, spec.variable, path, "variable");
   if (!chosen.numeric) {
     throw FormatError(path, chosen.name,
@@ -383,9 +492,13 @@ std::unique_ptr<Scene> open_matlab(const SceneSpec& spec) {
       throw FormatError(path, chosen.name, "a dimension exceeds what libmatio can address (2^31 - 1)");
     }
   }
+  if (spec.image_rows && chosen.dims.size() != 2)
+    throw FormatError(path, chosen.name, "--image-size / image_size reads a 2-D [bands x pixels] matrix, and the variable has " +
+                                             std::to_string(chosen.dims.size()) + " dimensions");
+  const std::optional<ImageSize> matrix = chosen.dims.size() == 2 ? matrix_size(chosen, spec, size) : std::nullopt;
   MatVar var(Mat_VarReadInfo(file.get(), chosen.name.c_str()));
   if (!var) throw FormatError(path, chosen.name, "cannot read the variable's header" + matio_says());
-  return std::make_unique<MatlabScene>(path, std::move(file), std::move(var));
+  return std::make_unique<MatlabScene>(path, std::move(file), std::move(var), matrix);
 }
 
 }  // namespace hsipipe::io

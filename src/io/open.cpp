@@ -44,6 +44,9 @@ std::unique_ptr<Scene> open_scene(const SceneSpec& spec) {
     throw IoError(spec.path, "not a regular file (a directory, pipe or device); scenes and labels are read from files");
   const std::string ext = lower_ext(spec.path);
   if (ext == ".mat") return open_matlab(spec);
+  if (spec.image_rows)  // it would be ignored without a word
+    throw ConfigError(spec.path + ": --image-size / image_size " + spec.image_size() +
+                      " reads a 2-D [bands x pixels] MATLAB matrix (.mat), and this file is not one");
   if (opens_as_hdf5(spec.path)) return open_hdf5(spec);
   if (!is_remote(spec.path) && looks_like_envi(spec.path)) {
     if (!spec.variable.empty())

@@ -9,7 +9,9 @@ namespace hsipipe::io {
 
 /// ENVI: spec.path names the header (X.hdr, X.img.hdr) or the data file (X, X.img, X.dat, X.bsq...).
 std::unique_ptr<Scene> open_envi(const SceneSpec& spec);
-/// MATLAB v5/v7.3 through libmatio; spec.variable or the only 3-D (for labels: 2-D) numeric array.
+/// MATLAB v4/v5/v7.3 through libmatio; spec.variable or the default (io/array_choice.hpp). A 2-D variable is a
+/// [bands x pixels] matrix with an image size (spec.image_rows/cols or the file's nRow/nCol...), else a label
+/// raster (refused for SceneSpec::Role::scene).
 std::unique_ptr<Scene> open_matlab(const SceneSpec& spec);
 /// HDF5 input: spec.variable is the dataset path, spec.axes its axis order (hwb | bhw | whb).
 std::unique_ptr<Scene> open_hdf5(const SceneSpec& spec);

@@ -1,6 +1,7 @@
 #include "io/scene.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <stdexcept>
@@ -40,7 +41,29 @@ SceneSpec SceneSpec::parse(const std::string& text) {
   return spec;
 }
 
-LabelImage read_labels(const SceneSpec& spec) {
+void SceneSpec::set_image_size(const std::string& text, const std::string& what) {
+  const auto x = text.find('x');
+  auto number = [&](const std::string& t) -> std::size_t {
+    if (t.empty() || t.size() > 9 || !std::all_of(t.begin(), t.end(), [](unsigned char ch) { return std::isdigit(ch); }))
+      return 0;
+    return static_cast<std::size_t>(std::stoul(t));
+  };
+  const std::size_t r = x == std::string::npos ? 0 : number(text.substr(0, x));
+  const std::size_t c = x == std::string::npos ? 0 : number(text.substr(x + 1));
+  if (r == 0 || c == 0)
+    throw ConfigError(what + ": expected ROWSxCOLS (positive integers, e.g. 95x95), got '" + text + "'");
+  image_rows = r;
+  image_cols = c;
+}
+
+std::string SceneSpec::image_size() const {
+  return image_rows ? std::to_string(image_rows) + "x" + std::to_string(image_cols) : std::string();
+}
+
+LabelImage read_labels(const SceneSpec& spec_in) {
+  SceneSpec spec = spec_in;
+  spec.role = SceneSpec::Role::labels;  // a label raster is H x W, whatever else the file holds
+  spec.image_rows = spec.image_cols = 0;
   auto scene = open_scene(spec);
   if (scene->bands() != 1) {
     throw FormatError(spec.str(), "bands", "a label raster must have 1 band, this one has " +
@@ -50,6 +73,7 @@ LabelImage read_labels(const SceneSpec& spec) {
   img.rows = scene->rows();
   img.cols = scene->cols();
   img.source = spec.str();
+  img.variable = scene->variable();
   std::vector<float> buf(img.rows * img.cols);
   scene->read_rows(0, img.rows, buf.data());
   img.labels.resize(buf.size());

@@ -31,15 +31,30 @@ struct BandInfo {
 /// What the user named: a path (file, ENVI header, URL) plus an optional variable or dataset
 /// (`file.mat:var`, `file.h5:/data`) and, for HDF5 input, the axis order of the stored array.
 struct SceneSpec {
+  /// What the file is opened as. It decides only what a 2-D MATLAB variable is without an image size
+  /// (below): a label raster H x W (labels, any) or nothing (scene: refused, naming the options to add).
+  enum class Role { any, scene, labels };
+
   std::string path;
   std::string variable;     ///< empty = the format's default
   std::string axes = "hwb";  ///< HDF5 input only: hwb | bhw | whb
+  /// MATLAB only: a 2-D variable [bands x pixels] (the unmixing data sets' `Y`) is an image of
+  /// image_rows x image_cols pixels in column-major order: column p of the matrix is pixel
+  /// (row p % image_rows, col p / image_rows), i.e. MATLAB's reshape(Y', rows, cols, bands). 0 x 0: as the
+  /// file names them (nRow/nCol, lines/cols or nr/nc), else the variable is a label raster or refused (role).
+  /// Never applied to labels (a label raster is H x W).
+  std::size_t image_rows = 0, image_cols = 0;
+  Role role = Role::any;
 
   /// Parses "PATH[:VAR]". A ':' inside a URL scheme ("https://") or a Windows-free POSIX path is
   /// handled: the variable is what follows the last ':' when the part before it names an existing
   /// .mat/.h5/.hdf5/.nc file.
   static SceneSpec parse(const std::string& text);
   std::string str() const { return variable.empty() ? path : path + ":" + variable; }
+  /// "ROWSxCOLS" (--image-size, INI image_size) into image_rows/image_cols; throws ConfigError naming `what`
+  void set_image_size(const std::string& text, const std::string& what);
+  /// "ROWSxCOLS", or empty when not set
+  std::string image_size() const;
 };
 
 struct RemoteStats;     // below: network statistics of a remote scene
@@ -96,6 +111,12 @@ class Scene {
   /// How many classes the file says a classification image holds (ENVI `classes`: ids 0 .. N - 1), when it
   /// says; read_labels() refuses an id beyond.
   virtual std::optional<std::uint64_t> declared_classes() const { return std::nullopt; }
+
+  /// The variable or dataset read (MATLAB, HDF5): the one named, or the default the reader chose; empty for
+  /// formats without variables. Recorded in the cache's manifest.
+  virtual std::string variable() const { return {}; }
+  /// MATLAB [bands x pixels] matrices: the image size used ("ROWSxCOLS", see SceneSpec), else empty.
+  virtual std::string image_size() const { return {}; }
 
   /// Format name for `info` ("ENVI", "MATLAB v5", "GTiff", "HDF5", ...).
   virtual std::string format() const = 0;
@@ -168,6 +189,7 @@ struct LabelImage {
   std::size_t rows = 0, cols = 0;
   std::vector<std::int32_t> labels;  ///< rows * cols, row-major
   std::string source;
+  std::string variable;  ///< the variable or dataset read (Scene::variable), empty for formats without
   /// The raster's integral nodata / data ignore value, when it has one: its pixels are not samples (decode),
   /// whatever --ignore-label says
   std::optional<std::int32_t> nodata;

@@ -84,13 +84,23 @@ inline void require_rows_equal(const std::vector<float>& ref, const std::vector<
   }
 }
 
+/// The manifest entry's scene: "spec" and, when given, "axes", "image_size" (empty: the file's) and "role"
+inline io::SceneSpec spec_of(const json& e) {
+  io::SceneSpec spec = io::SceneSpec::parse(e.at("spec").get<std::string>());
+  if (e.contains("axes")) spec.axes = e.at("axes").get<std::string>();
+  if (!e.value("image_size", "").empty()) spec.set_image_size(e.at("image_size"), "fixture image_size");
+  if (e.value("role", "") == "scene") spec.role = io::SceneSpec::Role::scene;
+  return spec;
+}
+
 /// Opens the manifest entry's scene, checks its size and compares every row against the reference,
 /// read in blocks of `block` rows (the last one short) and once more as one unaligned middle window.
 inline std::unique_ptr<io::Scene> check_scene(const json& e, std::size_t block = 4) {
-  io::SceneSpec spec = io::SceneSpec::parse(e.at("spec").get<std::string>());
-  if (e.contains("axes")) spec.axes = e.at("axes").get<std::string>();
+  const io::SceneSpec spec = spec_of(e);
   INFO("scene " << e.at("name").get<std::string>() << " (" << spec.str() << ")");
   auto scene = io::open_scene(spec);
+  // a [bands x pixels] matrix (the key, empty: the size is the file's) says so; nothing else does
+  CHECK(scene->image_size().empty() == !e.contains("image_size"));
   const std::size_t rows = e.at("rows"), cols = e.at("cols"), bands = e.at("bands");
   REQUIRE(scene->rows() == rows);
   REQUIRE(scene->cols() == cols);
@@ -115,9 +125,7 @@ inline std::unique_ptr<io::Scene> check_scene(const json& e, std::size_t block =
 
 /// Several threads read interleaved one-row blocks of one Scene at the same time.
 inline void check_concurrent(const json& e, int nthreads = 4) {
-  io::SceneSpec spec = io::SceneSpec::parse(e.at("spec").get<std::string>());
-  if (e.contains("axes")) spec.axes = e.at("axes").get<std::string>();
-  auto scene = io::open_scene(spec);
+  auto scene = io::open_scene(spec_of(e));
   const std::size_t rows = scene->rows(), plane = scene->cols() * scene->bands();
   const auto ref = read_f32(e.at("ref").get<std::string>());
   std::vector<float> got(rows * plane, -1.0f);
@@ -159,8 +167,7 @@ inline std::string error_of(const std::function<void()>& f) {
 /// whose message contains each of "expect".
 inline void check_errors(const json& manifest) {
   for (const auto& e : manifest.at("errors")) {
-    io::SceneSpec spec = io::SceneSpec::parse(e.at("spec").get<std::string>());
-    if (e.contains("axes")) spec.axes = e.at("axes").get<std::string>();
+    const io::SceneSpec spec = spec_of(e);
     const bool read = e.value("read", false);
     const std::string msg = error_of([&] {
       auto s = io::open_scene(spec);

@@ -122,6 +122,50 @@ def make_matlab(out):
     scenes.append({"name": "labels5", "spec": path, "labels": back.astype(int).ravel().tolist(),
                    **save_ref(out, "labels5", back[:, :, None])})
 
+    # [bands x pixels] matrices (the unmixing data sets: Jasper Ridge, Samson, Urban): Y is B x (H*W), the
+    # pixels in column-major order, the image size in scalars beside it; S_GT (abundance maps, H x W x E) is
+    # the file's only 3-D array. The reference is scipy's loadmat + numpy's column-major reshape.
+    H, W, B, E = 7, 5, 6, 3
+    for compressed in (False, True):
+        for pair in (("nRow", "nCol"), ("lines", "cols"), ("nr", "nc")):
+            tag = "%s_%s" % (pair[0], "z" if compressed else "u")
+            path = os.path.join(out, "unmix_%s.mat" % tag)
+            Y = sample_cube("float64", (B, H * W, 2))[:, :, 0].copy()
+            Y[2, 3 + 2 * H] = np.nan  # pixel (3, 2): NaN in every band
+            gt = RNG.integers(0, 4, size=(H, W), dtype=np.uint8)
+            scipy.io.savemat(path, {"Y": Y, pair[0]: float(H), pair[1]: float(W), "nBand": float(B),
+                                    "S_GT": RNG.random((H, W, E)), "A": RNG.random((E, H * W)), "M": RNG.random((B, E)),
+                                    "gt": gt}, do_compression=compressed)
+            back = scipy.io.loadmat(path)
+            cube = back["Y"].T.reshape(H, W, B, order="F")
+            scenes.append({"name": "unmix_" + tag, "spec": path + ":Y", "image_size": "",
+                           **save_ref(out, "unmix_" + tag, cube)})
+            errors.append({"spec": path, "role": "scene", "expect": ["unmix_%s.mat" % tag, "could be the scene",
+                                                                    "Y (6x35 double)", "S_GT (7x5x3 double)", "A (3x35 double)"]})
+            if pair[0] == "nRow":  # label rasters stay H x W, whatever the file names
+                scenes.append({"name": "unmix_gt_" + tag, "spec": path + ":gt", "labels": back["gt"].astype(int).ravel().tolist(),
+                               **save_ref(out, "unmix_gt_" + tag, back["gt"][:, :, None])})
+    # v7.3: Y chunked + gzip, nRow/nCol scalars
+    Y = sample_cube("int16", (B, H * W, 2))[:, :, 0].copy()
+    path = os.path.join(out, "unmix_v73.mat")
+    write_mat73(path, {"Y": (Y, True), "nRow": (np.array([[float(H)]]), False), "nCol": (np.array([[float(W)]]), False)})
+    scenes.append({"name": "unmix_v73", "spec": path, "image_size": "", **save_ref(out, "unmix_v73", Y.T.reshape(H, W, B, order="F"))})
+    # no size in the file: the option gives it; without it a scene is refused, saying what to add
+    bare = os.path.join(out, "bare_Y.mat")
+    Y = sample_cube("uint16", (B, H * W, 2))[:, :, 0].copy()
+    scipy.io.savemat(bare, {"Y": Y})
+    cube = scipy.io.loadmat(bare)["Y"].T.reshape(H, W, B, order="F")
+    scenes.append({"name": "bare_Y", "spec": bare, "image_size": "%dx%d" % (H, W), **save_ref(out, "bare_Y", cube)})
+    errors += [
+        {"spec": bare, "role": "scene", "expect": ["bare_Y.mat", "Y", "6 x 35", "--image-size", "nRow"]},
+        {"spec": bare, "role": "scene", "image_size": "5x5", "expect": ["bare_Y.mat", "Y", "25 pixels", "35"]},
+    ]
+    wrong = os.path.join(out, "wrong_size.mat")
+    scipy.io.savemat(wrong, {"Y": np.ones((6, 30)), "nRow": 4.0, "nCol": 5.0})
+    errors += [{"spec": wrong + ":Y", "role": "scene", "expect": ["wrong_size.mat", "Y", "nRow/nCol", "20 pixels"]},
+               {"spec": path + ":Y", "image_size": "6x6", "expect": ["unmix_v73.mat", "36 pixels"]},
+               {"spec": os.path.join(out, "cube_int16_u.mat"), "image_size": "7x5", "expect": ["cube_int16_u.mat", "2-D"]}]
+
     # Bad input.
     multi = os.path.join(out, "multi.mat")
     scipy.io.savemat(multi, {"alpha": sample_cube("int16", shape), "beta": sample_cube("int16", shape),
@@ -182,6 +226,14 @@ def make_salinas(out, data):
                "labels": gt.astype(int).ravel().tolist(),
                "counts": {str(int(c)): int(n) for c, n in zip(classes, counts)},
                **save_ref(out, "salinasA_gt", gt[:, :, None])}]
+    # Samson (ENVI, 95 x 95 x 156 int16 BSQ) stored the way its authors' .mat is: V [bands x pixels], pixels
+    # column-major, nRow/nCol/nBand scalars; the reference is the ENVI file read with numpy
+    h, w, b = 95, 95, 156
+    samson = read_envi_raw(os.path.join(data, "samson_1.img"), "int16", (h, w, b))
+    path = os.path.join(out, "samson_1.mat")
+    scipy.io.savemat(path, {"V": samson.reshape(h * w, b, order="F").T, "nRow": float(h), "nCol": float(w),
+                            "nBand": float(b)})
+    scenes.append({"name": "samson_matrix", "spec": path, "image_size": "", **save_ref(out, "samson_matrix", samson)})
     ip = scipy.io.loadmat(os.path.join(data, "Indian_pines_gt.mat"))["indian_pines_gt"]
     scenes.append({"name": "indian_pines_gt", "spec": os.path.join(data, "Indian_pines_gt.mat"),
                    "labels": ip.astype(int).ravel().tolist(), **save_ref(out, "indian_pines_gt", ip[:, :, None])})

@@ -72,6 +72,28 @@ TEST_CASE("MATLAB label rasters: 2-D variable chosen by default", "[matlab][labe
   }
 }
 
+TEST_CASE("MATLAB [bands x pixels] matrices equal scipy's column-major reshape", "[matlab][matrix]") {
+  // the unmixing data sets' layout: Y(:, r+1 + c*H) is pixel (r, c); sizes from nRow/nCol, lines/cols, nr/nc
+  // (v5 plain and compressed, v7.3 chunked) or --image-size
+  const auto& m = fixtures("matlab").manifest;
+  int n = 0;
+  for (const auto& e : m.at("scenes")) {
+    const std::string name = e.at("name");
+    if (!e.contains("image_size")) continue;
+    auto s = test::check_scene(e, 3);
+    test::check_concurrent(e);
+    CHECK(s->variable() == "Y");
+    CHECK(s->image_size() == "7x5");
+    ++n;
+  }
+  CHECK(n == 8);
+  // the label raster beside them stays H x W
+  for (const char* name : {"unmix_gt_nRow_u", "unmix_gt_nRow_z"}) {
+    test::check_scene(test::entry(m, name));
+    test::check_labels(test::entry(m, name));
+  }
+}
+
 TEST_CASE("MATLAB compressed v5 is decoded once and read concurrently", "[matlab]") {
   const auto& m = fixtures("matlab").manifest;
   test::check_concurrent(test::entry(m, "cube_int16_z"));
@@ -113,6 +135,12 @@ TEST_CASE("SalinasA.mat equals scipy.io.loadmat bit for bit, labels count per cl
   const std::string msg = test::error_of([&] { io::check_labels_match(*s, ip); });
   CHECK(msg.find("Indian_pines_gt.mat") != std::string::npos);
   CHECK(msg.find("dimensions") != std::string::npos);
+
+  // Samson's ENVI cube as its authors' .mat stores it: V [156 x 9025], nRow/nCol in the file
+  auto samson = test::check_scene(test::entry(m, "samson_matrix"), 10);
+  CHECK(samson->rows() == 95);
+  CHECK(samson->bands() == 156);
+  CHECK(samson->variable() == "V");
 }
 
 namespace {
