@@ -64,17 +64,17 @@ int main(int argc, char** argv) {
     hsipipe::test_pause("HSIPIPE_TEST_EXIT_MS");  // tests: a signal that lands after the command (MPI_Finalize included)
     return rc;
   } catch (const hsipipe::Error& e) {
-    std::cerr << "hsipipe " << it->name << ": error: " << e.what() << "\n";
+    hsipipe::print_error_line("hsipipe " + std::string(it->name) + ": error: " + e.what());
     return e.exit_code();
   } catch (const std::filesystem::filesystem_error& e) {
     const hsipipe::IoError io = hsipipe::io_error_from(e);
-    std::cerr << "hsipipe " << it->name << ": error: " << io.what() << "\n";
+    hsipipe::print_error_line("hsipipe " + std::string(it->name) + ": error: " + io.what());
     return io.exit_code();
   } catch (const std::bad_alloc&) {
-    std::cerr << "hsipipe " << it->name << ": error: " << hsipipe::kOutOfMemory << "\n";
+    hsipipe::print_error_line("hsipipe " + std::string(it->name) + ": error: " + std::string(hsipipe::kOutOfMemory));
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "hsipipe " << it->name << ": error: " << e.what() << "\n";
+    hsipipe::print_error_line("hsipipe " + std::string(it->name) + ": error: " + e.what());
     return 1;
   }
 }

@@ -11,7 +11,6 @@
 //                  the host clock on CPU), validate (all-gathered), record (epochs.jsonl, log line),
 //                  and at the end the fold's results and its "finished" checkpoint.
 #include <cstdint>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -168,9 +167,8 @@ void abort_on_local_error(const dist::Comm& world, F&& fn) {
   } catch (const std::exception& e) {
     what = e.what();
   }
-  std::cerr << "hsipipe train: rank " << world.rank() << ": error: " << what
-            << "\n(ending every rank: the others wait in a collective this rank cannot join)\n"
-            << std::flush;
+  print_error_line("hsipipe train: rank " + std::to_string(world.rank()) + ": error: " + what +
+                   "\n(ending every rank: the others wait in a collective this rank cannot join)");
   world.abort_job(code);
 }
 
