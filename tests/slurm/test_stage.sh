@@ -76,7 +76,8 @@ same_tree "$W/cache" "$D" || fail "replaced copy differs from the source"
 ok "corrupted samples replaced"
 
 # 5. Corruption of the labels (covered by the data checksum and the record), a truncated file, a
-#    missing file, a stray file and a foreign manifest are all replaced.
+#    missing file and a foreign manifest are all replaced; a copy holding a file a cache does not (a user's)
+#    is refused, naming it, and nothing is deleted.
 flip_byte "$D/labels.npy" $(( $(stat -c %s "$D/labels.npy") - 1 ))
 grep -q "replaced the invalid copy" <<<"$("$H" stage "$W/cache" "$D")" || fail "corrupted labels not replaced"
 truncate -s -4 "$D/coords.npy"
@@ -84,14 +85,17 @@ grep -q "coords.npy: .* bytes, staged" <<<"$("$H" stage "$W/cache" "$D")" || fai
 rm "$D/labels.npy"
 grep -q "labels.npy: missing" <<<"$("$H" stage "$W/cache" "$D")" || fail "missing labels not detected"
 echo x >"$D/extra.bin"
-grep -q "extra.bin: not in the stage record" <<<"$("$H" stage "$W/cache" "$D")" || fail "stray file not detected"
+out=$("$H" stage "$W/cache" "$D" 2>&1) && fail "a copy holding a user's file was replaced: $out"
+grep -q "holds 1 file that a cache does not (extra.bin)" <<<"$out" || fail "stray file not named: $out"
+[[ -e $D/extra.bin ]] || fail "the user's file was deleted"
+rm "$D/extra.bin"
 rm "$D/stage.json"
 grep -q "stage.json: missing" <<<"$("$H" stage "$W/cache" "$D")" || fail "copy without record accepted"
 sed -i 's/"n_samples"/"n_samples" /' "$D/manifest.json"
 grep -q "differs from the source's manifest" <<<"$("$H" stage "$W/cache" "$D")" || fail "foreign manifest accepted"
 same_tree "$W/cache" "$D" || fail "copy differs from the source after the replacements"
 grep -q "reused the valid copy" <<<"$("$H" stage "$W/cache" "$D")" || fail "final copy not reused"
-ok "labels, truncation, missing, stray file, missing record, foreign manifest"
+ok "labels, truncation, missing, stray file refused, missing record, foreign manifest"
 
 # 6. Leftovers of a crashed stage (DEST.tmp-*) are removed under the lock.
 mkdir -p "$D.tmp-deadhost-999" && echo junk >"$D.tmp-deadhost-999/samples.npy"
