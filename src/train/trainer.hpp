@@ -16,8 +16,9 @@
 // A rank-local failure during set-up (a file one rank cannot read) becomes an error on every rank
 // instead of a deadlock (dist::collective_step), with the failing rank's exit code on every rank.
 //
-// Preemption: SIGTERM or SIGUSR1 sets a flag (async-signal-safe); between steps the ranks agree on
-// it (one allreduce), write a checkpoint at the current step and train() returns kExitPreempted after
+// Preemption: SIGTERM or SIGUSR1 sets core/signals' flag (installed by main for `train` before anything
+// else, and by train() itself, never restored); between steps the ranks agree on it (one allreduce:
+// the largest signal number any rank got), write a checkpoint at the current step and train() returns kExitPreempted after
 // rank 0 printed "checkpoint written, exiting for requeue". --resume continues from
 // RUN_DIR/fold-I/checkpoint.pt (same rank count, same cache data_checksum, folds fingerprint and options;
 // a checkpoint past --epochs is refused); folds whose results exist are skipped. Without --resume, a fold
