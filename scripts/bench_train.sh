@@ -10,7 +10,7 @@
 # One run measures, on the same cache (tests/train/make_cache.py: npy, pixel layout, float32) and the
 # same fold (fold 0 of 5, stratified):
 #   1. hsipipe train --model hu1d on 1 rank (compute threads = cores), samples/s and eta from epochs.jsonl
-#      (training phase only: data wait + compute + communication; validation is timed apart);
+#      (the training loop: data wait + compute + communication + idle; validation is timed apart);
 #   2. PyTorch (/usr/bin/python3, Debian python3-torch) with the same hu1d network (layers, init), batch,
 #      Adam, torch.set_num_threads(cores), a map-style Dataset over np.load(samples.npy, mmap_mode='r')
 #      and a default DataLoader (num_workers=0, shuffle=True), timing the same training loop;
