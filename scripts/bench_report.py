@@ -437,7 +437,7 @@ def report(args):
         S += ["## Training, phase two (issue 5)", "",
               f"`scripts/bench_train.sh`: `hu1d` on a {sc['rows']} x {sc['cols']} x {sc['bands']} synthetic pixel cache "
               f"(float32), fold 0 of 5, batch {trn['batch']}, {trn['epochs']} epochs; samples/s are the mean over epochs "
-              "2.. (epoch 1 warms up), of the training phase only (data wait + compute + communication; validation is "
+              "2.. (epoch 1 warms up), of the training loop (data wait + compute + communication + idle; validation is "
               "timed apart). The baseline is the same network (layers, initialisation), batch, Adam and thread count in "
               "PyTorch Python with a default DataLoader over `np.load(mmap_mode='r')`: the same ATen kernels run, so "
               "hsipipe must not be slower. eta is compute time / training time (1 = the model never waits).", "",
