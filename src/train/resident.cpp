@@ -42,12 +42,11 @@ void pad_scene(const cache::Shard::Raw::SceneRows& sr, int h, std::size_t value_
     if (rr < static_cast<long>(sr.row0) || rr >= static_cast<long>(sr.row0 + sr.nrows)) continue;
     const char* row = sr.data + static_cast<std::size_t>((rr - static_cast<long>(sr.row0)) * W) * value_bytes;
     std::memcpy(dst + static_cast<std::size_t>(h) * value_bytes, row, static_cast<std::size_t>(W) * value_bytes);
-    for (long pc = 0; pc < h; ++pc) {  // the column halo on both sides
+    if (zero_border) continue;  // the column halo stays 0
+    for (long pc = 0; pc < h; ++pc) {  // the column halo on both sides, reflected
       for (const long c : {pc, W + h + pc}) {
-        const long cc = c - h;
-        if (zero_border) continue;
         std::memcpy(dst + static_cast<std::size_t>(c) * value_bytes,
-                    row + static_cast<std::size_t>(cache::reflect_index(cc, W)) * value_bytes, value_bytes);
+                    row + static_cast<std::size_t>(cache::reflect_index(c - h, W)) * value_bytes, value_bytes);
       }
     }
   }

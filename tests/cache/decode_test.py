@@ -1378,12 +1378,11 @@ def group_salinas(d):
     check(len(sums) == 2 and sums[0] == sums[1], "salinas: R=1 and R=3 give one data_checksum (%s)" % sums)
 
 
-if __name__ == "__main__":
-    groups = {"ranks": group_ranks, "values": group_values, "lifecycle": group_lifecycle, "errors": group_errors,
-              "tiled": group_tiled, "salinas": group_salinas}
-    which = sys.argv[1:] or list(groups)
-    with tempfile.TemporaryDirectory(prefix="hsipipe-decode-") as d:
-        for g in which:
+def run_groups(groups, prefix):
+    """Runs the groups named on the command line (all by default), each in its own folder of one temporary
+    directory, then reports the failed checks (exit 1) or that all passed. Shared by the Python drivers."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as d:
+        for g in sys.argv[1:] or list(groups):
             sub = os.path.join(d, g)
             os.makedirs(sub)
             groups[g](sub)
@@ -1393,3 +1392,8 @@ if __name__ == "__main__":
             print("  ", f)
         sys.exit(1)
     print("all checks passed")
+
+
+if __name__ == "__main__":
+    run_groups({"ranks": group_ranks, "values": group_values, "lifecycle": group_lifecycle, "errors": group_errors,
+                "tiled": group_tiled, "salinas": group_salinas}, "hsipipe-decode-")

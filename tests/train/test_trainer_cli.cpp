@@ -323,6 +323,14 @@ struct SmallRun {
   test::RunResult train(const std::string& out, const std::string& extra) const {
     return test::run(bin() + opts + " --out " + out + " " + extra);
   }
+  /// RUN_DIR of a finished run with `extra` options.
+  std::string trained(const std::string& extra) const {
+    const std::string run = tmp.str("run");
+    const auto r = train(run, extra);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    return run;
+  }
 };
 
 }  // namespace
@@ -330,17 +338,14 @@ struct SmallRun {
 TEST_CASE("train: metrics.json is the fold's last file; an existing run is refused without --resume or --force",
           "[train][cli][hardening]") {
   SmallRun s;
-  const std::string run = s.tmp.str("run");
-  auto r = s.train(run, "--epochs 2 --checkpoint-every 1");
-  INFO(r.output);
-  REQUIRE(r.status == 0);
+  const std::string run = s.trained("--epochs 2 --checkpoint-every 1");
   const std::string f0 = run + "/fold-0/";
   // metrics.json marks the fold complete: everything else was written before it
   const auto done = mtime_ns(f0 + "metrics.json");
   for (const auto& e : fsys::directory_iterator(f0)) CHECK(mtime_ns(e.path().string()) <= done);
 
   // a second run into the same --out: refused (exit 2, naming the fold directory), nothing changed
-  r = s.train(run, "--epochs 2");
+  auto r = s.train(run, "--epochs 2");
   INFO(r.output);
   CHECK(r.status == 2);
   CHECK(r.output.find(run + "/fold-0 holds the files of an earlier run (finished)") != std::string::npos);
@@ -355,10 +360,8 @@ TEST_CASE("train: metrics.json is the fold's last file; an existing run is refus
 TEST_CASE("train --resume refuses a checkpoint of another cache, another folds file, or past --epochs",
           "[train][cli][hardening]") {
   SmallRun s;
-  const std::string run = s.tmp.str("run");
-  auto r = s.train(run, "--epochs 3");
-  INFO(r.output);
-  REQUIRE(r.status == 0);
+  const std::string run = s.trained("--epochs 3");
+  test::RunResult r;
   // without metrics.json the finished checkpoint is what --resume continues from
   fsys::remove(run + "/fold-0/metrics.json");
 
