@@ -92,6 +92,8 @@ class CacheReader {
   std::string data_checksum() const;
 
   SampleTable read_sample_table() const;
+  /// Wavelengths of the kept bands (wavelengths.npy or /wavelengths); empty when the scenes gave none.
+  std::vector<double> wavelengths() const;
 
   std::string backend() const;  ///< "npy" or "h5"
   /// Scene dims in cache order (from the manifest).

@@ -259,6 +259,22 @@ SampleTable CacheReader::read_sample_table() const {
   return t;
 }
 
+std::vector<double> CacheReader::wavelengths() const {
+  if (backend() == "npy") {
+    const std::string p = dir_ + "/wavelengths.npy";
+    if (!std::filesystem::exists(p)) return {};
+    const auto b = read_npy(p, DType::f64);
+    std::vector<double> v(b.size() / sizeof(double));
+    std::memcpy(v.data(), b.data(), v.size() * sizeof(double));
+    return v;
+  }
+  h5::Silence quiet;
+  const std::string p = h5_path();
+  h5::Id f(HSIPIPE_H5(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), p));
+  if (H5Lexists(f, "/wavelengths", H5P_DEFAULT) <= 0) return {};
+  return h5_read_all<double>(f, "/wavelengths", DType::f64, p);
+}
+
 // ---------------------------------------------------------------------------------------------
 std::vector<char> read_items_raw(const CacheReader& c, std::uint64_t begin, std::uint64_t end, int scene) {
   const bool cube = c.layout() == Layout::cube;

@@ -58,6 +58,21 @@ std::string read_meta(torch::serialize::InputArchive& ar, const std::string& pat
 
 }  // namespace
 
+std::string weights_checksum(torch::nn::Module& model);
+
+namespace {
+/// The loaded weights against the checksum they were saved with (a checkpoint altered or damaged on disk).
+void check_weights(torch::serialize::InputArchive& ar, const std::string& path, torch::nn::Module& model) {
+  const nlohmann::json meta = nlohmann::json::parse(read_meta(ar, path));
+  if (!meta.contains("weights_xxh3")) throw FormatError(path, "meta.weights_xxh3", "missing (a checkpoint of an older hsipipe: train this fold again)");
+  const std::string have = weights_checksum(model);
+  if (have != meta["weights_xxh3"].get<std::string>()) {
+    throw FormatError(path, "model", "weights do not match their checksum (weights_xxh3 " + meta["weights_xxh3"].get<std::string>() +
+                                         ", loaded " + have + "): the file was altered or damaged");
+  }
+}
+}  // namespace
+
 torch::Tensor cpu_rng_state() {
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -128,13 +143,29 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
   } catch (const c10::Error& e) {
     throw FormatError(path, "model/optimizer", std::string("does not fit this model and optimizer: ") + e.what_without_backtrace());
   }
-  const nlohmann::json meta = nlohmann::json::parse(read_meta(ar, path));
-  if (!meta.contains("weights_xxh3")) throw FormatError(path, "meta.weights_xxh3", "missing (a checkpoint of an older hsipipe: train this fold again)");
-  const std::string have = weights_checksum(model);
-  if (have != meta["weights_xxh3"].get<std::string>()) {
-    throw FormatError(path, "model", "weights do not match their checksum (weights_xxh3 " + meta["weights_xxh3"].get<std::string>() +
-                                         ", loaded " + have + "): the file was altered or damaged");
+  check_weights(ar, path, model);
+  return st;
+}
+
+CheckpointState load_final_weights(const std::string& path, torch::nn::Module& model) {
+  torch::serialize::InputArchive ar;
+  try {
+    ar.load_from(path);
+  } catch (const c10::Error& e) {
+    throw FormatError(path, "archive", e.what_without_backtrace());
   }
+  CheckpointState st = from_meta(read_meta(ar, path), path);
+  if (!st.finished)
+    throw FormatError(path, "meta.finished", "false: fold " + std::to_string(st.fold) + " stopped in epoch " + std::to_string(st.epoch) +
+                                                 " (train --resume finishes it)");
+  try {
+    torch::serialize::InputArchive m;
+    ar.read("model", m);
+    model.load(m);
+  } catch (const c10::Error& e) {
+    throw FormatError(path, "model", std::string("does not fit this model: ") + e.what_without_backtrace());
+  }
+  check_weights(ar, path, model);
   return st;
 }
 

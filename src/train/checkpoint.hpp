@@ -44,6 +44,11 @@ std::string weights_checksum(torch::nn::Module& model);
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& opt,
                                 std::vector<torch::Tensor>& rng_states);
 
+/// Rank-local. Loads only the weights into `model` (same structure), for inference (hsipipe predict), and
+/// returns the state. Throws FormatError naming the file when it does not fit the model, when the weights
+/// do not match their checksum, or when the checkpoint is not a finished fold's (`finished` false).
+CheckpointState load_final_weights(const std::string& path, torch::nn::Module& model);
+
 /// Only the "meta" entry (cheap: no tensors are applied). Throws FormatError naming the file.
 CheckpointState peek_checkpoint(const std::string& path);
 

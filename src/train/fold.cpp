@@ -197,6 +197,7 @@ void FoldRun::build_model() {
     if (!job_.root) return;
     std::filesystem::create_directories(fdir_);
     fs::write_text_atomic(fdir_ + "/epochs.jsonl", "");
+    write_preprocessing(job_);
   });
 }
 

@@ -225,39 +225,57 @@ void write_map_png(const std::string& path, const FoldResult& fold, const std::v
   if (scenes.empty()) throw ConfigError("map.png: no scene sizes given");
   std::map<std::int32_t, int> colour_of;
   for (std::size_t i = 0; i < label_values.size(); ++i) colour_of[label_values[i]] = static_cast<int>(i);
-  std::uint32_t max_side = 1, max_cols = 1;
-  for (const auto& s : scenes) max_side = std::max({max_side, s.rows, s.cols}), max_cols = std::max(max_cols, s.cols);
-  const int scale = static_cast<int>(std::clamp<std::uint32_t>(256 / max_side, 1, 4));
-  int label_w = 0;
-  for (auto v : label_values) label_w = std::max(label_w, text_width(std::to_string(v)));
-  const int legend_w = 12 + 10 + 4 + label_w + 8;
-  const int legend_h = 2 * kGlyphH + static_cast<int>(label_values.size()) * 12 + 8;
-  int maps_h = kGlyphH + 8;
-  for (const auto& s : scenes) maps_h += kGlyphH + 4 + static_cast<int>(s.rows) * scale + 8;
-  const std::string title = "FOLD " + std::to_string(fold.fold) + " PREDICTED (VALIDATION PIXELS)";
-  const int width = std::max(8 + static_cast<int>(max_cols) * scale + legend_w, text_width(title) + 8);
-  Canvas cv(width, std::max(maps_h, legend_h + kGlyphH + 8), kDark);
-  cv.text(4, 4, title, kWhite);
-  std::vector<int> y0(scenes.size());
-  int y = kGlyphH + 8;
-  for (std::size_t s = 0; s < scenes.size(); ++s) {
-    cv.text(4, y, scenes[s].name, kGrey);
-    y += kGlyphH + 4;
-    y0[s] = y;
-    cv.rect(4, y, static_cast<int>(scenes[s].cols) * scale, static_cast<int>(scenes[s].rows) * scale, kBlack);
-    y += static_cast<int>(scenes[s].rows) * scale + 8;
-  }
+  std::vector<ClassGrid> grids;
+  for (const auto& s : scenes) grids.push_back({s.name, s.rows, s.cols, std::vector<std::int32_t>(std::size_t{s.rows} * s.cols, ClassGrid::kNone)});
   for (const auto& p : fold.predictions) {
     if (p.scene < 0 || static_cast<std::size_t>(p.scene) >= scenes.size())
       throw ConfigError("map.png: prediction for sample " + std::to_string(p.id) + " names scene " +
                         std::to_string(p.scene) + " of " + std::to_string(scenes.size()));
-    const auto& sd = scenes[static_cast<std::size_t>(p.scene)];
-    if (p.row < 0 || p.col < 0 || static_cast<std::uint32_t>(p.row) >= sd.rows || static_cast<std::uint32_t>(p.col) >= sd.cols)
+    auto& g = grids[static_cast<std::size_t>(p.scene)];
+    if (p.row < 0 || p.col < 0 || static_cast<std::uint32_t>(p.row) >= g.rows || static_cast<std::uint32_t>(p.col) >= g.cols)
       throw ConfigError("map.png: sample " + std::to_string(p.id) + " at (" + std::to_string(p.row) + ", " +
-                        std::to_string(p.col) + ") lies outside scene " + sd.name);
+                        std::to_string(p.col) + ") lies outside scene " + g.name);
     auto it = colour_of.find(p.pred_label);
-    const Rgb c = it == colour_of.end() ? kGrey : class_colour(it->second);
-    cv.rect(4 + p.col * scale, y0[static_cast<std::size_t>(p.scene)] + p.row * scale, scale, scale, c);
+    g.index[static_cast<std::size_t>(p.row) * g.cols + static_cast<std::size_t>(p.col)] = it == colour_of.end() ? ClassGrid::kOther : it->second;
+  }
+  write_class_png(path, "FOLD " + std::to_string(fold.fold) + " PREDICTED (VALIDATION PIXELS)", grids, label_values);
+}
+
+std::string fmt(double v, int prec = 6) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(prec) << v;
+  return s.str();
+}
+
+}  // namespace
+
+void write_class_png(const std::string& path, const std::string& title, const std::vector<ClassGrid>& grids,
+                     const std::vector<std::int32_t>& label_values, const std::string& none_name) {
+  if (grids.empty()) throw ConfigError(path + ": no scene to draw");
+  std::uint32_t max_side = 1, max_cols = 1;
+  for (const auto& g : grids) max_side = std::max({max_side, g.rows, g.cols}), max_cols = std::max(max_cols, g.cols);
+  const int scale = static_cast<int>(std::clamp<std::uint32_t>(256 / max_side, 1, 4));
+  int label_w = text_width(none_name);
+  for (auto v : label_values) label_w = std::max(label_w, text_width(std::to_string(v)));
+  const int legend_w = 12 + 10 + 4 + label_w + 8;
+  const int legend_h = 2 * kGlyphH + static_cast<int>(label_values.size() + (none_name.empty() ? 0 : 1)) * 12 + 8;
+  int maps_h = kGlyphH + 8;
+  for (const auto& g : grids) maps_h += kGlyphH + 4 + static_cast<int>(g.rows) * scale + 8;
+  const int width = std::max(8 + static_cast<int>(max_cols) * scale + legend_w, text_width(title) + 8);
+  Canvas cv(width, std::max(maps_h, legend_h + kGlyphH + 8), kDark);
+  cv.text(4, 4, title, kWhite);
+  int y = kGlyphH + 8;
+  for (const auto& g : grids) {
+    if (g.index.size() != std::size_t{g.rows} * g.cols) throw ConfigError(path + ": scene " + g.name + ": class grid of the wrong size");
+    cv.text(4, y, g.name, kGrey);
+    y += kGlyphH + 4;
+    for (std::uint32_t r = 0; r < g.rows; ++r)
+      for (std::uint32_t c = 0; c < g.cols; ++c) {
+        const std::int32_t k = g.index[std::size_t{r} * g.cols + c];
+        const Rgb col = k >= 0 ? class_colour(k) : k == ClassGrid::kOther ? kGrey : kBlack;
+        cv.rect(4 + static_cast<int>(c) * scale, y + static_cast<int>(r) * scale, scale, scale, col);
+      }
+    y += static_cast<int>(g.rows) * scale + 8;
   }
   const int lx = 8 + static_cast<int>(max_cols) * scale + 8;
   int ly = kGlyphH + 8;
@@ -268,16 +286,13 @@ void write_map_png(const std::string& path, const FoldResult& fold, const std::v
     cv.text(lx + 14, ly + 1, std::to_string(label_values[i]), kWhite);
     ly += 12;
   }
+  if (!none_name.empty()) {
+    cv.rect(lx, ly, 10, 10, kGrey);
+    cv.rect(lx + 1, ly + 1, 8, 8, kBlack);
+    cv.text(lx + 14, ly + 1, none_name, kWhite);
+  }
   write_png(path, cv.w, cv.h, cv.px);
 }
-
-std::string fmt(double v, int prec = 6) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(prec) << v;
-  return s.str();
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Fold results

@@ -76,6 +76,19 @@ struct Rgb {
 Rgb class_colour(int c);
 /// Writes an 8-bit RGB PNG atomically; pixels row-major, width*height entries.
 void write_png(const std::string& path, int width, int height, const std::vector<Rgb>& pixels);
+/// Class indices of one scene for write_class_png: index[r * cols + c] is a class index (0 .. C-1, drawn in
+/// class_colour), kNone (no class: background) or kOther (a label outside label_values: grey).
+struct ClassGrid {
+  static constexpr std::int32_t kNone = -1, kOther = -2;
+  std::string name;
+  std::uint32_t rows = 0, cols = 0;
+  std::vector<std::int32_t> index;
+};
+/// A picture of class maps, scenes stacked vertically at 1-4 px per pixel, with `title` and a legend of
+/// `label_values` (class index i is label_values[i]); `none_name` non-empty adds a legend entry for kNone.
+/// Written atomically (write_png); fold-I/map.png and predict's previews.
+void write_class_png(const std::string& path, const std::string& title, const std::vector<ClassGrid>& grids,
+                     const std::vector<std::int32_t>& label_values, const std::string& none_name = "");
 /// Reads an 8-bit RGB/RGBA PNG (for tests); throws FormatError.
 std::vector<Rgb> read_png(const std::string& path, int& width, int& height);
 

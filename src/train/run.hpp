@@ -39,6 +39,9 @@ namespace hsipipe::train::detail {
 
 double now_s();
 std::string fold_dir(const std::string& out, int f);
+/// --device auto | cpu | cuda for this process: cuda picks the GPU of its local rank. ConfigError naming
+/// --device for another value, or for cuda where libtorch sees none.
+torch::Device choose_device(const std::string& device, const dist::Comm& local);
 
 /// Runs fn. A failure on this rank alone while the other ranks may wait in a collective of the step it
 /// will not reach ends the whole job, message first, instead of leaving them hanging. On one rank the
@@ -92,6 +95,9 @@ struct Job {
   RunInfo run;
   nlohmann::json provenance;  ///< what a checkpoint must have been trained on: cache checksum, folds fingerprint, k
   nlohmann::json io;
+  /// Rank 0: what `hsipipe predict` needs to transform a scene as this cache was decoded, without the cache
+  /// (RUN_DIR/preprocessing.json, see write_preprocessing).
+  nlohmann::json preprocessing;
   std::vector<std::uint64_t> bytes_per_rank;
 
   int classes_n() const noexcept { return classes.size(); }
@@ -101,6 +107,10 @@ struct Job {
 void set_up(Job& job);
 /// COLLECTIVE. The shard, the batch source, the communicator (trainer.cpp).
 void load_inputs(Job& job);
+/// Rank 0, when a fold starts: RUN_DIR/preprocessing.json, {"format": "hsipipe-preprocessing", "version": 1,
+/// "manifest": the cache's manifest, "wavelengths": the kept bands' wavelengths}: the run then maps scenes
+/// (`hsipipe predict`) on a node without its cache. Written atomically, and only when it differs.
+void write_preprocessing(const Job& job);
 
 struct Validation {
   std::vector<std::uint64_t> ids;  ///< sorted, the fold's validation set

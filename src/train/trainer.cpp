@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <thread>
 
@@ -46,6 +47,20 @@ Timing Timing::from_json(const nlohmann::json& t) {
 }
 
 // ---------------------------------------------------------------- set-up
+torch::Device choose_device(const std::string& device, const dist::Comm& local) {
+  if (device == "cpu") return torch::kCPU;
+  if (device != "cuda" && device != "auto") {
+    throw ConfigError("--device: unknown value '" + device + "' (expected auto, cpu or cuda)");
+  }
+  const bool have = torch::cuda::is_available();
+  if (device == "cuda" && !have) {
+    throw ConfigError("--device cuda: libtorch sees no usable CUDA device (" +
+                      std::string(torch_built_with_cuda() ? "none visible" : "this libtorch was built without CUDA") + ")");
+  }
+  if (!have) return torch::kCPU;
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local.rank() % static_cast<int>(torch::cuda::device_count())));
+}
+
 namespace {
 
 using dist::collective_step;
@@ -63,20 +78,6 @@ void check_options(const TrainOptions& opt) {
   if (opt.out.empty()) throw ConfigError("--out is required");
 }
 
-torch::Device choose_device(const TrainOptions& opt, const dist::Comm& local) {
-  if (opt.device == "cpu") return torch::kCPU;
-  if (opt.device != "cuda" && opt.device != "auto") {
-    throw ConfigError("--device: unknown value '" + opt.device + "' (expected auto, cpu or cuda)");
-  }
-  const bool have = torch::cuda::is_available();
-  if (opt.device == "cuda" && !have) {
-    throw ConfigError("--device cuda: libtorch sees no usable CUDA device (" +
-                      std::string(torch_built_with_cuda() ? "none visible" : "this libtorch was built without CUDA") + ")");
-  }
-  if (!have) return torch::kCPU;
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local.rank() % static_cast<int>(torch::cuda::device_count())));
-}
-
 /// Opens the cache and the folds file and checks that they belong together (StaleError otherwise).
 void open_inputs(Job& job) {
   const auto& opt = job.opt;
@@ -85,6 +86,9 @@ void open_inputs(Job& job) {
   if (job.root) cache::require_current_sources(*job.cache, &job.log);
   job.folds = folds::load_folds(opt.folds);
   job.table = job.cache->read_sample_table();
+  if (job.root)
+    job.preprocessing = {{"format", "hsipipe-preprocessing"}, {"version", 1}, {"cache", opt.cache},
+                         {"manifest", job.cache->manifest()}, {"wavelengths", job.cache->wavelengths()}};
   if (job.folds.n_samples != job.cache->n_samples()) {
     throw StaleError("folds file " + opt.folds + " was made for a cache of " + std::to_string(job.folds.n_samples) +
                      " samples, but cache " + opt.cache + " has " + std::to_string(job.cache->n_samples()) +
@@ -187,7 +191,7 @@ void set_up(Job& job) {
     check_options(opt);
     job.precision = precision_from_name(opt.precision);
     job.augment = parse_augment(opt.augment);
-    job.device = choose_device(opt, *job.local);
+    job.device = choose_device(opt.device, *job.local);
     job.backend = dist::choose_backend(opt.backend, job.device.is_cuda());
     if (job.precision == Precision::bf16 && !job.device.is_cuda() && job.root) {
       // CPU bf16 autocast exists in libtorch >= 1.10; it is slow without AVX512-BF16 but correct.
@@ -270,6 +274,13 @@ void load_inputs(Job& job) {
           << "shard loaded once in " << std::fixed << std::setprecision(2) << t_load << " s: cache bytes read per rank [";
   for (std::size_t r = 0; r < job.bytes_per_rank.size(); ++r) job.log << (r ? ", " : "") << job.bytes_per_rank[r];
   job.log << "], nothing decoded\n" << std::flush;
+}
+
+void write_preprocessing(const Job& job) {
+  const std::string path = job.opt.out + "/preprocessing.json", text = job.preprocessing.dump(1) + "\n";
+  std::ifstream in(path, std::ios::binary);
+  if (in && std::string(std::istreambuf_iterator<char>(in), {}) == text) return;
+  fs::write_text_atomic(path, text);
 }
 
 namespace {

@@ -1,0 +1,529 @@
+#include "train/predict.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "cache/npy.hpp"
+#include "cache/transform.hpp"
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/half.hpp"
+#include "core/range.hpp"
+#include "dist/collective.hpp"
+#include "io/gdal_api.hpp"
+#include "train/checkpoint.hpp"
+#include "train/metrics.hpp"
+#include "train/models.hpp"
+#include "train/results.hpp"
+#include "train/run.hpp"
+#include "train/step.hpp"
+
+namespace hsipipe::train {
+
+std::uint16_t map_nodata(const std::vector<std::int32_t>& label_values) {
+  std::int32_t top = 0;
+  bool has_zero = false;
+  for (auto v : label_values) {
+    if (v < 0 || v > 65534) throw ConfigError("label value " + std::to_string(v) + ": a class map stores labels 0 .. 65534");
+    top = std::max(top, v);
+    has_zero = has_zero || v == 0;
+  }
+  return has_zero ? static_cast<std::uint16_t>(top + 1) : std::uint16_t{0};
+}
+
+namespace {
+
+using dist::collective_step;
+namespace stdfs = std::filesystem;
+using json = nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// What rank 0 reads from the run, broadcast to every rank
+
+struct RunSpec {
+  json manifest;
+  std::vector<double> wavelengths;
+  std::string model, precision;
+  std::vector<int> folds;
+  std::vector<std::string> checkpoints;
+  std::vector<std::int32_t> label_values;
+
+  json to_json() const {
+    return {{"manifest", manifest}, {"wavelengths", wavelengths}, {"model", model}, {"precision", precision},
+            {"folds", folds}, {"checkpoints", checkpoints}, {"label_values", label_values}};
+  }
+  static RunSpec from_json(const json& j) {
+    RunSpec r;
+    r.manifest = j.at("manifest");
+    r.wavelengths = j.at("wavelengths").get<std::vector<double>>();
+    r.model = j.at("model").get<std::string>();
+    r.precision = j.at("precision").get<std::string>();
+    r.folds = j.at("folds").get<std::vector<int>>();
+    r.checkpoints = j.at("checkpoints").get<std::vector<std::string>>();
+    r.label_values = j.at("label_values").get<std::vector<std::int32_t>>();
+    return r;
+  }
+};
+
+/// File names predict writes into OUT (and their temporary names while it writes them).
+bool is_predict_output(const std::string& name) {
+  for (const char* suffix : {"_class.tif", "_class.img", "_class.hdr", "_preview.png", "_probabilities.npy", "_predict.json"}) {
+    const std::string s(suffix);
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
+  }
+  return name.find(".tmp-") != std::string::npos;
+}
+
+/// OUT is absent, empty, or holds only earlier predict outputs (which a prediction of the same scene replaces).
+void check_out_dir(const std::string& out) {
+  std::error_code ec;
+  if (!stdfs::exists(out, ec)) return;
+  if (!stdfs::is_directory(out, ec)) throw ConfigError("--out " + out + ": exists and is not a folder");
+  for (const auto& e : stdfs::directory_iterator(out, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!is_predict_output(n) || e.is_directory())
+      throw ConfigError("--out " + out + ": holds " + n + ", which is not an hsipipe predict output: choose an empty or new folder");
+  }
+}
+
+/// RUN/preprocessing.json, or for a run trained before it existed, the manifest of the cache its folds name.
+json read_preprocessing(const std::string& run) {
+  const std::string path = run + "/preprocessing.json";
+  if (stdfs::exists(path)) {
+    json j;
+    try {
+      j = json::parse(std::ifstream(path));
+    } catch (const std::exception& e) {
+      throw FormatError(path, "json", e.what());
+    }
+    if (j.value("format", "") != "hsipipe-preprocessing" || !j.contains("manifest"))
+      throw FormatError(path, "format", "not an hsipipe preprocessing record");
+    return j;
+  }
+  std::string cache_dir;
+  for (const auto& e : stdfs::directory_iterator(run))
+    if (stdfs::exists(e.path() / "metrics.json"))
+      cache_dir = json::parse(std::ifstream(e.path() / "metrics.json")).at("run").value("cache_dir", "");
+  if (cache_dir.empty() || !stdfs::exists(cache_dir + "/manifest.json"))
+    throw FormatError(path, "file", "missing, and no cache of the run to read the preprocessing from (train with this hsipipe writes it)");
+  const auto c = cache::CacheReader::open(cache_dir);
+  return {{"manifest", c.manifest()}, {"wavelengths", c.wavelengths()}};
+}
+
+/// The folds whose final models map, each a finished checkpoint of this run's cache.
+void choose_checkpoints(const PredictOptions& o, const std::string& checksum, RunSpec& r) {
+  const auto ckpt = [&](int f) { return detail::fold_dir(o.run, f) + "/checkpoint.pt"; };
+  int k = -1;
+  for (int f = 0; f < 4096 && k < 0; ++f)
+    if (stdfs::exists(ckpt(f))) k = peek_checkpoint(ckpt(f)).provenance.value("n_folds", -1);
+  if (k < 0) throw ConfigError("--run " + o.run + ": no fold-I/checkpoint.pt (a finished hsipipe train --out folder?)");
+  if (o.ensemble) {
+    for (int f = 0; f < k; ++f) r.folds.push_back(f);
+  } else {
+    if (o.fold < 0 || o.fold >= k)
+      throw ConfigError("--fold " + std::to_string(o.fold) + ": the run has k = " + std::to_string(k) + " folds (0 .. " + std::to_string(k - 1) + ")");
+    r.folds.push_back(o.fold);
+  }
+  for (int f : r.folds) {
+    const std::string p = ckpt(f);
+    if (!stdfs::exists(p)) throw ConfigError("--run " + o.run + ": fold " + std::to_string(f) + " has no checkpoint.pt (" + p + "): train it first");
+    const CheckpointState st = peek_checkpoint(p);
+    if (!st.finished)
+      throw FormatError(p, "meta.finished", "false: fold " + std::to_string(f) + " did not finish training (train --resume finishes it)");
+    const std::string have = st.provenance.value("data_checksum", "");
+    if (have != checksum)
+      throw StaleError(p + ": trained on a cache with data_checksum " + have + ", but the run's preprocessing.json describes " + checksum);
+    const std::string model = st.config.value("model", "");
+    if (!r.model.empty() && model != r.model)
+      throw FormatError(p, "meta.config.model", model + ", but fold " + std::to_string(r.folds[0]) + " is a " + r.model + ": not one run");
+    r.model = model;
+    r.precision = st.config.value("precision", "fp32");
+    r.checkpoints.push_back(p);
+  }
+}
+
+RunSpec read_run(const PredictOptions& o) {
+  if (!stdfs::is_directory(o.run)) throw ConfigError("--run " + o.run + ": not a folder");
+  const json pp = read_preprocessing(o.run);
+  RunSpec r;
+  r.manifest = pp.at("manifest");
+  r.wavelengths = pp.value("wavelengths", std::vector<double>{});
+  r.label_values = r.manifest.at("label_values").get<std::vector<std::int32_t>>();
+  choose_checkpoints(o, r.manifest.value("data_checksum", ""), r);
+  map_nodata(r.label_values);  // refuses labels a map cannot store
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every rank: the models, the scenes
+
+struct Models {
+  std::vector<std::shared_ptr<Model>> nets;
+  torch::Device device = torch::kCPU;
+  Precision precision = Precision::fp32;
+  cache::Preprocessor pre;
+  cache::Border border = cache::Border::reflect;
+  DType dtype = DType::f32;
+  int bands = 0, patch = 1, classes = 0;
+};
+
+Models load_models(const RunSpec& r, const PredictOptions& o, const dist::Comm& local) {
+  Models m;
+  m.pre = cache::preprocessor_from(r.manifest, o.run + "/preprocessing.json");
+  m.border = cache::border_from_name(r.manifest.value("border", "reflect"));
+  m.dtype = dtype_from_name(r.manifest.value("dtype", "float32")).value_or(DType::f32);
+  m.bands = m.pre.out_bands();
+  m.classes = static_cast<int>(r.label_values.size());
+  const cache::Layout layout = cache::layout_from_name(r.manifest.value("layout", "pixel"));
+  const int cache_patch = layout == cache::Layout::pixel ? 1 : r.manifest.value("patch", 1);
+  m.patch = model_info(r.model).spatial ? cache_patch : 1;
+  m.device = detail::choose_device(o.device, local);
+  m.precision = precision_from_name(r.precision);
+  for (const auto& p : r.checkpoints) {
+    auto net = make_model(r.model, m.bands, m.patch, m.classes);
+    load_final_weights(p, *net);
+    net->to(m.device);
+    net->eval();
+    m.nets.push_back(std::move(net));
+  }
+  return m;
+}
+
+struct SceneInput {
+  std::unique_ptr<io::Scene> scene;
+  std::optional<io::LabelImage> labels;
+  std::string name;
+};
+
+/// The scene against the data the model was trained on: band count, wavelengths where both have them, and
+/// the source data type. FormatError naming the scene and what differs.
+void check_fits(const io::Scene& s, const std::string& what, const RunSpec& r, const cache::Preprocessor& pre) {
+  const auto& bands = r.manifest.at("bands");
+  const std::size_t want = bands.value("source_bands", std::size_t{0});
+  if (s.bands() != want)
+    throw FormatError(what, "bands", "has " + std::to_string(s.bands()) + " bands; the run was trained on scenes of " + std::to_string(want) +
+                                         " (preprocessing.json bands.source_bands)");
+  const auto& info = s.band_info();
+  const std::string units = bands.value("wavelength_units", "");
+  if (!info.wavelengths.empty() && r.wavelengths.size() == pre.kept.size()) {
+    if (!units.empty() && !info.wavelength_units.empty() && units != info.wavelength_units)
+      throw FormatError(what, "wavelength units", info.wavelength_units + "; the run's scenes are in " + units);
+    for (std::size_t k = 0; k < pre.kept.size(); ++k) {
+      const double a = info.wavelengths[static_cast<std::size_t>(pre.kept[k])], b = r.wavelengths[k];
+      if (std::fabs(a - b) > 1e-6 * std::max(1.0, std::fabs(b)))
+        throw FormatError(what, "wavelength", "band " + std::to_string(pre.kept[k] + 1) + " is at " + std::to_string(a) + ", the run's at " +
+                                                  std::to_string(b) + ": another sensor or band order");
+    }
+  }
+  std::vector<std::string> types;
+  for (const auto& sc : r.manifest.value("scenes", json::array()))
+    if (sc.contains("source_type")) types.push_back(sc["source_type"].get<std::string>());
+  const std::string mine(dtype_name(s.source_type()));
+  if (!types.empty() && std::find(types.begin(), types.end(), mine) == types.end())
+    throw FormatError(what, "data type", mine + "; the run was trained on " + types.front() +
+                                             " scenes (values of another range would be normalised wrongly)");
+}
+
+SceneInput open_scene_checked(const PredictScene& ps, const RunSpec& r, const cache::Preprocessor& pre) {
+  SceneInput in;
+  io::SceneSpec spec = ps.scene;
+  spec.role = io::SceneSpec::Role::scene;
+  in.scene = io::open_scene(spec);
+  in.name = ps.name;
+  check_fits(*in.scene, spec.str(), r, pre);
+  if (r.manifest.at("params").value("validity_bands", "all") == "kept")
+    in.scene->set_validity_bands(cache::band_flags(pre.kept, in.scene->bands()));
+  if (ps.labels) {
+    in.labels = io::read_labels(*ps.labels);
+    io::check_labels_match(*in.scene, *in.labels);
+  }
+  return in;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mapping one scene
+
+/// Rows per chunk: about 64 MiB of transformed float32 rows. A function of the scene and the cache only, so
+/// the chunks (and the batches cut from each) are the same for any rank count.
+std::size_t chunk_rows(std::size_t cols, int bands) {
+  return std::max<std::size_t>(1, (std::size_t{64} << 20) / std::max<std::size_t>(1, cols * static_cast<std::size_t>(bands) * sizeof(float)));
+}
+
+struct RankMap {
+  std::size_t row0 = 0, rows = 0;
+  std::vector<std::uint16_t> values;  ///< rows x cols
+  std::vector<std::uint16_t> probs;   ///< rows x cols x C float16 (with --probabilities)
+};
+
+/// Class scores of n pixels of a window (softmax, averaged over the models), on the host [n, C].
+torch::Tensor scores_of(const Models& m, const cache::RowWindow& w, const std::vector<std::size_t>& px, std::size_t i0, std::size_t n) {
+  const auto B = static_cast<std::int64_t>(m.bands), p = static_cast<std::int64_t>(m.patch);
+  torch::Tensor x = p == 1 ? torch::empty({static_cast<std::int64_t>(n), B}) : torch::empty({static_cast<std::int64_t>(n), B, p, p});
+  float* dst = x.data_ptr<float>();
+  const std::size_t per = static_cast<std::size_t>(B) * static_cast<std::size_t>(p) * static_cast<std::size_t>(p);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t r = px[i0 + i] / w.cols + w.row0, c = px[i0 + i] % w.cols;
+    if (p == 1) std::copy(w.pixel(r, c), w.pixel(r, c) + B, dst + i * per);
+    else cache::cut_patch(w, r, c, p, m.border, dst + i * per);
+  }
+  torch::NoGradGuard ng;
+  const torch::Tensor xd = x.to(m.device);
+  torch::Tensor sum;
+  for (const auto& net : m.nets) {
+    torch::Tensor logits;
+    {
+      AutocastScope ac(m.precision, m.device);
+      logits = net->forward(xd);
+    }
+    const torch::Tensor s = torch::softmax(logits.to(torch::kFloat32), 1);
+    sum = sum.defined() ? sum + s : s;
+  }
+  if (m.nets.size() > 1) sum = sum / static_cast<double>(m.nets.size());
+  return sum.to(torch::kCPU).contiguous();
+}
+
+/// This rank's rows [row0, row0 + rows) of scene `in`: classes (label values, nodata where invalid).
+void map_rows(const Models& m, const SceneInput& in, const PredictOptions& o, std::uint16_t nodata, const std::vector<std::int32_t>& labels,
+              RankMap& out) {
+  const io::Scene& s = *in.scene;
+  const std::size_t W = s.cols(), H = s.rows(), h = static_cast<std::size_t>(m.patch / 2), C = static_cast<std::size_t>(m.classes);
+  out.values.assign(out.rows * W, nodata);
+  if (o.probabilities) out.probs.assign(out.rows * W * C, 0);
+  const std::size_t CR = chunk_rows(W, m.bands);
+  std::vector<std::uint8_t> valid;
+  for (std::size_t r0 = out.row0; r0 < out.row0 + out.rows; r0 += CR) {
+    const std::size_t r1 = std::min(out.row0 + out.rows, r0 + CR), w0 = r0 >= h ? r0 - h : 0, w1 = std::min(H, r1 + h);
+    cache::RowWindow w = cache::transformed_rows(s, m.pre, w0, w1, &valid);
+    cache::round_to_dtype(w.data.data(), w.data.size(), m.dtype);  // the values training read from the cache
+    std::vector<std::size_t> px;  // window pixel index of each valid pixel of rows [r0, r1), row-major
+    for (std::size_t i = (r0 - w0) * W; i < (r1 - w0) * W; ++i)
+      if (valid[i]) px.push_back(i);
+    const auto bs = static_cast<std::size_t>(std::max<std::int64_t>(1, o.batch));
+    for (std::size_t i0 = 0; i0 < px.size(); i0 += bs) {
+      const std::size_t n = std::min(bs, px.size() - i0);
+      const torch::Tensor sc = scores_of(m, w, px, i0, n);
+      const torch::Tensor am = sc.argmax(1).to(torch::kInt64).contiguous();
+      const float* sp = sc.data_ptr<float>();
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t at = px[i0 + i] - (out.row0 - w0) * W;
+        out.values[at] = static_cast<std::uint16_t>(labels[static_cast<std::size_t>(am.data_ptr<std::int64_t>()[i])]);
+        if (o.probabilities) floats_to_halves(sp + i * C, out.probs.data() + at * C, C);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outputs (rank 0, except the probabilities, which every rank writes in place)
+
+/// The colour and name of each value 0 .. max of a map (ENVI classes are 0 .. N - 1).
+void colour_table(const std::vector<std::int32_t>& labels, std::uint16_t nodata, io::ClassRaster& r) {
+  const std::size_t n = static_cast<std::size_t>(std::max<std::int32_t>(nodata, *std::max_element(labels.begin(), labels.end()))) + 1;
+  r.colours.assign(n, {128, 128, 128});
+  r.names.assign(n, "");
+  r.colours[nodata] = {0, 0, 0};
+  r.names[nodata] = "nodata";
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const Rgb c = class_colour(static_cast<int>(i));
+    r.colours[static_cast<std::size_t>(labels[i])] = {c.r, c.g, c.b};
+    r.names[static_cast<std::size_t>(labels[i])] = "class " + std::to_string(labels[i]);
+  }
+  r.u16 = n > 256;
+}
+
+/// Counts per label, and with reference labels the map's accuracy on the pixels whose label is a class.
+json map_record(const std::vector<std::uint16_t>& map, const SceneInput& in, const std::vector<std::int32_t>& labels, std::uint16_t nodata) {
+  std::map<std::uint16_t, std::uint64_t> counts;
+  for (auto v : map) ++counts[v];
+  json c = json::object();
+  for (const auto& [v, n] : counts) c[v == nodata ? std::string("nodata") : std::to_string(v)] = n;
+  json rec = {{"counts", c}};
+  if (!in.labels) return rec;
+  const ClassIndex ci(labels);
+  std::uint64_t n = 0, correct = 0, unmapped = 0;
+  for (std::size_t i = 0; i < map.size(); ++i) {
+    const std::int32_t t = in.labels->labels[i];
+    if (!ci.contains(t)) continue;
+    ++n;
+    correct += map[i] == t;
+    unmapped += map[i] == nodata;
+  }
+  rec["accuracy"] = {{"labels", in.labels->source}, {"labeled_pixels", n}, {"correct", correct}, {"nodata_pixels", unmapped},
+                     {"oa", n ? static_cast<double>(correct) / static_cast<double>(n) : 0.0}};
+  return rec;
+}
+
+void write_preview(const std::string& path, const std::vector<std::uint16_t>& map, const SceneInput& in, const RunSpec& r,
+                   std::uint16_t nodata, const PredictOptions& o) {
+  ClassGrid g{in.name, static_cast<std::uint32_t>(in.scene->rows()), static_cast<std::uint32_t>(in.scene->cols()), {}};
+  const ClassIndex ci(r.label_values);
+  g.index.resize(map.size());
+  for (std::size_t i = 0; i < map.size(); ++i) g.index[i] = map[i] == nodata ? ClassGrid::kNone : ci.index(map[i]);
+  const std::string title = o.ensemble ? "ENSEMBLE OF " + std::to_string(r.folds.size()) + " FOLDS (" + r.model + ")"
+                                       : "FOLD " + std::to_string(r.folds[0]) + " (" + r.model + ")";
+  write_class_png(path, title, {g}, r.label_values, "NODATA");
+}
+
+std::string prefix(const PredictOptions& o, const SceneInput& in) { return (stdfs::path(o.out) / in.name).string(); }
+
+/// Rank 0: the class map as GeoTIFF and ENVI, the preview, the record (last).
+void write_outputs(const std::vector<std::uint16_t>& map, const SceneInput& in, const RunSpec& r, const PredictOptions& o,
+                   json rec) {
+  const std::uint16_t nodata = map_nodata(r.label_values);
+  io::ClassRaster cr;
+  cr.rows = in.scene->rows();
+  cr.cols = in.scene->cols();
+  cr.values = map;
+  cr.nodata = nodata;
+  colour_table(r.label_values, nodata, cr);
+  const auto& api = io::gdal_api();
+  cr.georef = api.read_georef(in.scene->source_files());
+  stdfs::create_directories(o.out);
+  const std::string p = prefix(o, in);
+  api.write_class_raster(cr, "GTiff", p + "_class.tif");
+  api.write_class_raster(cr, "ENVI", p + "_class.img");
+  write_preview(p + "_preview.png", map, in, r, nodata, o);
+  rec["georeferenced"] = cr.georef.has_value();
+  rec["crs"] = cr.georef ? cr.georef->wkt : "";
+  rec["nodata"] = nodata;
+  rec["data_type"] = cr.u16 ? "uint16" : "uint8";
+  fs::write_text_atomic(p + "_predict.json", rec.dump(2) + "\n");
+}
+
+/// A file opened for writing, closed on destruction; pwrite() writes all bytes or throws IoError.
+class WriteFile {
+ public:
+  WriteFile(const std::string& path, int flags) : path_(path), fd_(::open(path.c_str(), O_WRONLY | flags, 0644)) {
+    if (fd_ < 0) throw IoError(path, "open", errno);
+  }
+  ~WriteFile() { ::close(fd_); }
+  WriteFile(const WriteFile&) = delete;
+  WriteFile& operator=(const WriteFile&) = delete;
+  void pwrite(const void* data, std::size_t n, std::uint64_t offset) const {
+    const auto* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::pwrite(fd_, p, std::min<std::size_t>(n, std::size_t{1} << 30), static_cast<off_t>(offset));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) throw IoError(path_, "pwrite", w < 0 ? errno : ENOSPC);
+      p += w, n -= static_cast<std::size_t>(w), offset += static_cast<std::uint64_t>(w);
+    }
+  }
+  void truncate(std::uint64_t bytes) const {
+    if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) throw IoError(path_, "ftruncate", errno);
+  }
+  void sync() const {
+    if (::fsync(fd_) != 0) throw IoError(path_, "fsync", errno);
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+/// COLLECTIVE. OUT/NAME_probabilities.npy: rank 0 makes the file at full size under a temporary name, every
+/// rank writes its rows in place, rank 0 makes it durable and renames it.
+void write_probabilities(const dist::Comm& world, const RankMap& mine, const SceneInput& in, const PredictOptions& o, std::size_t C) {
+  const std::string path = prefix(o, in) + "_probabilities.npy";
+  const std::string tmp = world.bcast_string(path + ".tmp-" + std::to_string(::getpid()));
+  const std::string header = cache::npy_header_bytes(DType::f16, {in.scene->rows(), in.scene->cols(), C});
+  const std::uint64_t bytes = header.size() + in.scene->rows() * in.scene->cols() * C * 2;
+  collective_step(world, "creating " + path, [&] {
+    if (world.rank() != 0) return;
+    stdfs::create_directories(o.out);
+    const WriteFile f(tmp, O_CREAT | O_TRUNC);
+    f.truncate(bytes);
+    f.pwrite(header.data(), header.size(), 0);
+  });
+  collective_step(world, "writing " + path, [&] {
+    const WriteFile f(tmp, 0);
+    f.pwrite(mine.probs.data(), mine.probs.size() * 2, header.size() + mine.row0 * in.scene->cols() * C * 2);
+    f.sync();
+  });
+  collective_step(world, "publishing " + path, [&] {
+    if (world.rank() != 0) return;
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw IoError(path, "rename", errno);
+  });
+}
+
+/// COLLECTIVE. One scene: each rank its chunks of rows, the map gathered on rank 0 and written there.
+json predict_scene(const dist::Comm& world, const Models& m, const SceneInput& in, const RunSpec& r, const PredictOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::size_t H = in.scene->rows(), W = in.scene->cols(), CR = chunk_rows(W, m.bands);
+  const Range chunks = split_range((H + CR - 1) / CR, world.size(), world.rank());
+  RankMap mine;
+  mine.row0 = std::min(H, chunks.begin * CR);
+  mine.rows = std::min(H, chunks.end * CR) - mine.row0;
+  const std::uint16_t nodata = map_nodata(r.label_values);
+  collective_step(world, "mapping " + in.name, [&] { map_rows(m, in, o, nodata, r.label_values, mine); });
+  std::vector<std::uint8_t> bytes(mine.values.size() * 2);  // as bytes: rank order is row order
+  std::memcpy(bytes.data(), mine.values.data(), bytes.size());
+  bytes = world.allgatherv(bytes);
+  std::vector<std::uint16_t> map(bytes.size() / 2);
+  std::memcpy(map.data(), bytes.data(), bytes.size());
+  if (o.probabilities) write_probabilities(world, mine, in, o, static_cast<std::size_t>(m.classes));
+  json rec;
+  collective_step(world, "writing the maps of " + in.name, [&] {
+    if (world.rank() != 0) return;
+    rec = map_record(map, in, r.label_values, nodata);
+    rec.update({{"format", "hsipipe-predict"}, {"version", 1}, {"scene", in.scene->source_files().empty() ? in.name : in.scene->source_files()[0]},
+                {"name", in.name}, {"rows", H}, {"cols", W}, {"run", stdfs::absolute(o.run).string()}, {"folds", r.folds},
+                {"ensemble", o.ensemble}, {"model", r.model}, {"precision", r.precision},
+                {"cache_data_checksum", r.manifest.value("data_checksum", "")}, {"label_values", r.label_values},
+                {"ranks", world.size()}, {"device", m.device.str()}, {"probabilities", o.probabilities},
+                {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}});
+    write_outputs(map, in, r, o, rec);
+  });
+  return rec;
+}
+
+}  // namespace
+
+int predict(const PredictOptions& o, const dist::Comm& world, std::ostream& log) {
+  const dist::Comm local = world.split_shared();  // COLLECTIVE
+  std::string text;
+  collective_step(world, "reading the run", [&] {
+    if (o.scenes.empty()) throw ConfigError("hsipipe predict: no --scene given");
+    if (world.rank() != 0) return;
+    check_out_dir(o.out);
+    text = read_run(o).to_json().dump();
+  });
+  const RunSpec r = RunSpec::from_json(json::parse(world.bcast_string(text)));
+  if (!std::getenv("OMP_NUM_THREADS"))
+    torch::set_num_threads(std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / std::max(1, local.size())));
+  Models m;
+  collective_step(world, "loading the models", [&] { m = load_models(r, o, local); });
+  std::vector<SceneInput> scenes(o.scenes.size());
+  collective_step(world, "opening the scenes", [&] {
+    for (std::size_t i = 0; i < o.scenes.size(); ++i) scenes[i] = open_scene_checked(o.scenes[i], r, m.pre);
+  });
+  for (const auto& in : scenes) {
+    const json rec = predict_scene(world, m, in, r, o);
+    if (world.rank() != 0 || o.quiet) continue;
+    log << "hsipipe predict: " << in.name << " (" << in.scene->rows() << " x " << in.scene->cols() << ") with " << r.model
+        << (o.ensemble ? ", ensemble of " + std::to_string(r.folds.size()) + " folds" : ", fold " + std::to_string(r.folds[0])) << ", "
+        << world.size() << " rank(s), " << std::fixed << std::setprecision(2) << rec.value("seconds", 0.0) << " s -> "
+        << prefix(o, in) << "_class.tif, _class.img/.hdr, _preview.png" << (o.probabilities ? ", _probabilities.npy" : "")
+        << (rec.value("georeferenced", false) ? " (georeferenced)" : " (no georeferencing in the source)") << "\n";
+    if (rec.contains("accuracy"))
+      log << "  accuracy on " << rec["accuracy"]["labeled_pixels"].get<std::uint64_t>() << " labeled pixels: OA " << std::setprecision(4)
+          << rec["accuracy"]["oa"].get<double>() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace hsipipe::train

@@ -1,0 +1,62 @@
+#pragma once
+// train/predict: `hsipipe predict`, a trained run applied to whole scenes, every pixel.
+//
+//   RUN_DIR/preprocessing.json   (written by train) the cache's manifest and kept wavelengths: the
+//                                preprocessing is read from there, never recomputed from the new scene
+//   RUN_DIR/fold-I/checkpoint.pt the fold's final weights ("finished"); --ensemble averages the softmax
+//                                scores of all k folds
+//
+// COLLECTIVE over `world`. Ranks split each scene's rows in fixed chunks of rows (the same chunks and
+// batches for any rank count, so the map is byte-identical for 1, 2 or R ranks); each rank decodes its
+// rows plus the patch halo through io::Scene (any reader, remote ones too), transforms them exactly as
+// decode did (cache/transform.hpp, values rounded to the cache dtype), and runs the model(s) on its
+// valid pixels on its device. Invalid pixels (nodata, NaN, +-Inf in a kept band) get the nodata value.
+// Rank 0 gathers the class map and writes, per scene NAME, each file atomically:
+//   OUT/NAME_class.tif            single-band GeoTIFF (Byte, or UInt16 when a label or the nodata value
+//                                 exceeds 255): original label values, nodata, colour table, the source's
+//                                 geotransform and CRS when it has them
+//   OUT/NAME_class.img + .hdr     the same as an ENVI Classification file (class lookup, class names)
+//   OUT/NAME_preview.png          the map with a legend
+//   OUT/NAME_probabilities.npy    (--probabilities) float16 [H, W, C] softmax, 0 where nodata; written by
+//                                 every rank in place (its rows), renamed by rank 0 when complete
+//   OUT/NAME_predict.json         what was mapped: run, folds, model, preprocessing identity, nodata,
+//                                 pixel counts per label, and with --labels the map's accuracy on them
+// OUT may hold earlier predict outputs (another scene, or this one: replaced); anything else in it is
+// refused before any work, as are a run without finished checkpoints, a wrong --fold and a scene that
+// does not fit the training data (band count, wavelengths, source data type).
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "dist/mpi.hpp"
+#include "io/scene.hpp"
+
+namespace hsipipe::train {
+
+struct PredictScene {
+  io::SceneSpec scene;
+  std::string name;                   ///< output file prefix (default: the file's stem)
+  std::optional<io::SceneSpec> labels;  ///< optional reference labels: the map's accuracy on them
+};
+
+struct PredictOptions {
+  std::string run;           ///< the --out directory of hsipipe train
+  int fold = -1;             ///< the fold whose final model maps; -1 with ensemble
+  bool ensemble = false;     ///< average the k folds' softmax scores
+  std::vector<PredictScene> scenes;
+  std::string out;           ///< output folder
+  std::string device = "auto";
+  std::int64_t batch = 1024;  ///< pixels per forward pass
+  bool probabilities = false;
+  bool quiet = false;
+};
+
+/// COLLECTIVE. Returns 0; throws hsipipe errors (the same on every rank) naming the file and field.
+int predict(const PredictOptions& opts, const dist::Comm& world, std::ostream& log);
+
+/// The nodata value of a map of these label values: 0 when no label is 0, else one above the largest.
+/// ConfigError when a label is negative or the value would not fit UInt16.
+std::uint16_t map_nodata(const std::vector<std::int32_t>& label_values);
+
+}  // namespace hsipipe::train
