@@ -125,13 +125,19 @@ json read_preprocessing(const std::string& run) {
   return {{"manifest", c.manifest()}, {"wavelengths", c.wavelengths()}};
 }
 
-/// The folds whose final models map, each a finished checkpoint of this run's cache.
-void choose_checkpoints(const PredictOptions& o, const std::string& checksum, RunSpec& r) {
-  const auto ckpt = [&](int f) { return detail::fold_dir(o.run, f) + "/checkpoint.pt"; };
-  int k = -1;
-  for (int f = 0; f < 4096 && k < 0; ++f)
-    if (stdfs::exists(ckpt(f))) k = peek_checkpoint(ckpt(f)).provenance.value("n_folds", -1);
-  if (k < 0) throw ConfigError("--run " + o.run + ": no fold-I/checkpoint.pt (a finished hsipipe train --out folder?)");
+std::string checkpoint_path(const PredictOptions& o, int f) { return detail::fold_dir(o.run, f) + "/checkpoint.pt"; }
+
+/// k of the run's folds file, from the first fold checkpoint found.
+int run_folds(const PredictOptions& o) {
+  if (!stdfs::is_directory(o.run)) throw ConfigError("--run " + o.run + ": not a folder");
+  for (int f = 0; f < 4096; ++f)
+    if (stdfs::exists(checkpoint_path(o, f))) return peek_checkpoint(checkpoint_path(o, f)).provenance.value("n_folds", 0);
+  throw ConfigError("--run " + o.run + ": no fold-I/checkpoint.pt (not the --out folder of a finished hsipipe train)");
+}
+
+/// The folds whose final models map (of k), each a finished checkpoint of this run's cache.
+void choose_checkpoints(const PredictOptions& o, int k, const std::string& checksum, RunSpec& r) {
+  const auto ckpt = [&](int f) { return checkpoint_path(o, f); };
   if (o.ensemble) {
     for (int f = 0; f < k; ++f) r.folds.push_back(f);
   } else {
@@ -158,13 +164,13 @@ void choose_checkpoints(const PredictOptions& o, const std::string& checksum, Ru
 }
 
 RunSpec read_run(const PredictOptions& o) {
-  if (!stdfs::is_directory(o.run)) throw ConfigError("--run " + o.run + ": not a folder");
+  const int k = run_folds(o);
   const json pp = read_preprocessing(o.run);
   RunSpec r;
   r.manifest = pp.at("manifest");
   r.wavelengths = pp.value("wavelengths", std::vector<double>{});
   r.label_values = r.manifest.at("label_values").get<std::vector<std::int32_t>>();
-  choose_checkpoints(o, r.manifest.value("data_checksum", ""), r);
+  choose_checkpoints(o, k, r.manifest.value("data_checksum", ""), r);
   map_nodata(r.label_values);  // refuses labels a map cannot store
   return r;
 }
