@@ -13,6 +13,7 @@ set -euo pipefail
 
 : "${HSIPIPE_ROOT:=${SLURM_SUBMIT_DIR:-$PWD}}"
 : "${HSIPIPE_SITE:=$HSIPIPE_ROOT/config/site.env}"
+source "$HSIPIPE_ROOT/jobs/ini.sh"  # ini_value, ini_scenes
 # shellcheck disable=SC1090
 source "$HSIPIPE_SITE"
 : "${HSIPIPE_CONFIG:?HSIPIPE_CONFIG (the INI file of the run) is not set; submit with scripts/submit.sh}"

@@ -11,7 +11,11 @@
 #   --site FILE       site settings (default: $HSIPIPE_SITE or config/site.env); environment variables win
 #   --k K             number of folds (default: k= of [folds] in CONFIG, else $HSIPIPE_FOLDS_K, else 5)
 #   --stages LIST     which jobs, comma separated, in chain order: decode,folds,train,report (default)
-#                     and/or train_all (all folds in one job); stages left out must have run before
+#                     and/or train_all (all folds in one job), then predict; stages left out must have run before
+#   --predict PCONFIG map the [scene.NAME] sections of PCONFIG after training (adds the predict stage): an
+#                     array, one scene per task, `hsipipe predict --config PCONFIG --only NAME` with the run's
+#                     k-fold ensemble (or the fold of PCONFIG's [predict] section) into OUT/maps; the predict
+#                     stage alone (--stages predict) maps with CONFIG's scenes unless --predict is given
 #   --all-in-one      the same as --stages decode,folds,train_all
 #   --fold LIST       rerun only these folds (e.g. 2 or 0,3): train array with these tasks, then report;
 #                     the fold directories are removed first so they train from scratch
@@ -25,7 +29,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "submit.sh: $*" >&2; exit 2; }
 
-name="" out="" site="" k="" stages="decode,folds,train,report" folds_list="" after="" dry=0 config=""
+name="" out="" site="" k="" stages="decode,folds,train,report" folds_list="" after="" dry=0 config="" pconfig=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --name) name=$2; shift 2 ;;
@@ -36,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --all-in-one) stages="decode,folds,train_all"; shift ;;
     --fold) folds_list=$2; stages="train,report"; shift 2 ;;
     --after) after=$2; shift 2 ;;
+    --predict) pconfig=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
@@ -45,6 +50,11 @@ done
 [[ -n $config ]] || { usage >&2; exit 2; }
 [[ -f $config ]] || die "CONFIG '$config' not found"
 config=$(cd "$(dirname "$config")" && pwd)/$(basename "$config")
+if [[ -n $pconfig ]]; then
+  [[ -f $pconfig ]] || die "--predict: '$pconfig' not found"
+  pconfig=$(cd "$(dirname "$pconfig")" && pwd)/$(basename "$pconfig")
+  [[ ,$stages, == *,predict,* ]] || stages+=",predict"
+fi
 
 export HSIPIPE_ROOT=$ROOT
 export HSIPIPE_SITE=${site:-${HSIPIPE_SITE:-$ROOT/config/site.env}}
@@ -53,16 +63,7 @@ export HSIPIPE_SITE=${site:-${HSIPIPE_SITE:-$ROOT/config/site.env}}
 source "$HSIPIPE_SITE"
 
 # k: command line, else the config's [folds] k (or a top-level k), else the site default, else 5.
-ini_value() {  # ini_value FILE SECTION KEY: the key in [SECTION], else before any section
-  awk -v sec="$2" -v key="$3" '
-    /^[ \t]*[;#]/ {next}
-    /^[ \t]*\[/ {s=$0; gsub(/[ \t\[\]]/, "", s); cur=s; next}
-    { line=$0; sub(/#.*/, "", line); i=index(line, "="); if (!i) next  # "#" starts a comment anywhere, as in hsipipe
-      kk=substr(line, 1, i-1); v=substr(line, i+1); gsub(/^[ \t]+|[ \t]+$/, "", kk); gsub(/^[ \t]+|[ \t]+$/, "", v)
-      if (kk!=key) next
-      if (cur==sec) {found=v} else if (cur=="" && top=="") {top=v} }
-    END { if (found!="") print found; else if (top!="") print top }' "$1"
-}
+source "$ROOT/jobs/ini.sh"  # ini_value, ini_scenes
 k=${k:-$(ini_value "$config" folds k)}
 k=${k:-${HSIPIPE_FOLDS_K:-5}}
 [[ $k =~ ^[0-9]+$ && $k -ge 2 ]] || die "k must be an integer >= 2 (got '$k')"
@@ -76,6 +77,10 @@ else
   out=$(realpath -m "$out")  # the dry run creates nothing; its script does (below)
 fi
 export HSIPIPE_CONFIG=$config HSIPIPE_OUT=$out HSIPIPE_K=$k HSIPIPE_RUN_NAME=$name
+# predict: the scenes (PCONFIG's, else CONFIG's) and the run it maps with (train_all's when that stage is here)
+export HSIPIPE_PREDICT_CONFIG=${pconfig:-$config}
+export HSIPIPE_PREDICT_RUN=$out/run
+[[ ,$stages, != *,train_all,* ]] || HSIPIPE_PREDICT_RUN=$out/run-all
 
 # Options every job gets.
 common=(--parsable --kill-on-invalid-dep=yes)
@@ -90,6 +95,11 @@ train_opts=(--nodes="$HSIPIPE_TRAIN_NODES" --ntasks="$HSIPIPE_TRAIN_TASKS" --cpu
             --requeue --signal="B:USR1@$HSIPIPE_SIGNAL_SECONDS")
 if [[ $HSIPIPE_GPUS_PER_TASK -gt 0 ]]; then
   train_opts+=(--gpus-per-task="${HSIPIPE_GPU_TYPE:+$HSIPIPE_GPU_TYPE:}$HSIPIPE_GPUS_PER_TASK")
+fi
+
+predict_opts=(--nodes=1 --ntasks="$HSIPIPE_PREDICT_TASKS" --cpus-per-task="$HSIPIPE_CPUS_PER_TASK")
+if [[ $HSIPIPE_GPUS_PER_TASK -gt 0 ]]; then
+  predict_opts+=(--gpus-per-task="${HSIPIPE_GPU_TYPE:+$HSIPIPE_GPU_TYPE:}$HSIPIPE_GPUS_PER_TASK")
 fi
 
 array="0-$((k - 1))"
@@ -129,7 +139,7 @@ submit() {  # submit STAGE SCRIPT OPTIONS...: submits after $prev, records the i
 
 if [[ $dry == 1 ]]; then
   echo "# the environment the jobs get (sbatch exports it), and their log folder:"
-  for v in HSIPIPE_ROOT HSIPIPE_SITE HSIPIPE_CONFIG HSIPIPE_OUT HSIPIPE_K HSIPIPE_RUN_NAME; do echo "export $v=$(printf '%q' "${!v}")"; done
+  for v in HSIPIPE_ROOT HSIPIPE_SITE HSIPIPE_CONFIG HSIPIPE_OUT HSIPIPE_K HSIPIPE_RUN_NAME HSIPIPE_PREDICT_CONFIG HSIPIPE_PREDICT_RUN; do echo "export $v=$(printf '%q' "${!v}")"; done
   echo "mkdir -p $(printf '%q' "$out/logs")"
 fi
 IFS=, read -r -a stage_list <<<"$stages"
@@ -158,7 +168,13 @@ for s in "${stage_list[@]}"; do
     report)
       submit report report.sbatch --time="$HSIPIPE_TIME_REPORT" --output="$out/logs/%x-%j.out"
       ;;
-    *) die "--stages: unknown stage '$s' (decode, folds, train, report, train_all)" ;;
+    predict)
+      n_scenes=$(ini_scenes "$HSIPIPE_PREDICT_CONFIG" | wc -l)
+      ((n_scenes > 0)) || die "predict: $HSIPIPE_PREDICT_CONFIG has no [scene.NAME] section to map"
+      submit predict predict.sbatch --array="0-$((n_scenes - 1))" "${predict_opts[@]}" \
+        --time="$HSIPIPE_TIME_PREDICT" --output="$out/logs/%x-%A_%a.out"
+      ;;
+    *) die "--stages: unknown stage '$s' (decode, folds, train, report, train_all, predict)" ;;
   esac
 done
 
@@ -176,4 +192,5 @@ echo "${c}  folds   $out/folds.json"
 [[ ,$stages, != *,train,* ]] || echo "${c}  fold-I  $out/run/fold-I/ (I in $array)"
 [[ ,$stages, != *,report,* ]] || echo "${c}  summary $out/run/summary.json, summary.md"
 [[ ,$stages, != *,train_all,* ]] || echo "${c}  summary $out/run-all/summary.json (train_all)"
+[[ ,$stages, != *,predict,* ]] || echo "${c}  maps    $out/maps/NAME_class.tif, .img/.hdr, _preview.png (NAME: $(ini_scenes "$HSIPIPE_PREDICT_CONFIG" | paste -sd' '))"
 echo "${c}logs    $out/logs"

@@ -2,6 +2,7 @@
 // mpiexec (ranks split the rows). Exit codes as every command: 2 bad option, a run without finished
 // checkpoints or a wrong --fold; 3 a scene that does not fit the run (bands, wavelengths, data type) or a
 // damaged checkpoint; 4 I/O; 5 a checkpoint of another cache.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -41,8 +42,12 @@ std::vector<train::PredictScene> scenes_of(const Parsed& p) {
   const auto resolve = [&](const std::string& v) {
     return std::filesystem::exists(io::SceneSpec::parse(v).path) || v.find("://") != std::string::npos ? v : (std::filesystem::path(base) / v).string();
   };
+  const auto only = list("only");
+  for (const auto& name : only)
+    if (std::none_of(p.sections.begin(), p.sections.end(), [&](const auto& sec) { return sec.first == "scene." + name; })) throw ConfigError("--only " + name + ": " + p.config_path + " has no [scene." + name + "] section");
   for (const auto& [sec, kv] : p.sections) {
     if (sec.rfind("scene.", 0) != 0) throw ConfigError(p.config_path + ": unknown section [" + sec + "] (scenes are [scene.NAME] sections)");
+    if (!only.empty() && std::find(only.begin(), only.end(), sec.substr(6)) == only.end()) continue;
     if (!kv.count("path")) throw ConfigError(p.config_path + ": [" + sec + "] has no path");
     train::PredictScene s;
     s.scene = io::SceneSpec::parse(resolve(kv.at("path")));
@@ -65,17 +70,18 @@ int run_predict(int argc, char** argv) {
   desc.add_options()
       ("run", po::value<std::string>(), "run directory of hsipipe train (its --out)")
       ("fold", po::value<int>(), "map with this fold's final model")
-      ("ensemble", po::bool_switch(), "map with all k folds' final models, averaging their softmax scores")
+      ("ensemble", po::bool_switch(), "map with all k folds' final models, averaging their softmax scores (the default without --fold)")
       ("scene", po::value<std::vector<std::string>>()->multitoken(), "PATH[:VAR] of a scene to map (repeatable); default: the config's [scene.NAME] sections")
       ("labels", po::value<std::vector<std::string>>()->multitoken(), "reference labels of each --scene, in order: the map's accuracy on them")
       ("name", po::value<std::vector<std::string>>()->multitoken(), "output name of each --scene, in order (default: the file's stem)")
+      ("only", po::value<std::vector<std::string>>()->multitoken(), "map only these [scene.NAME] sections of --config (repeatable; default: all)")
       ("out", po::value<std::string>(), "output folder: NAME_class.tif, NAME_class.img/.hdr (ENVI), NAME_preview.png, NAME_predict.json")
       ("probabilities", po::bool_switch(), "also NAME_probabilities.npy: float16 [H, W, C] softmax scores")
       ("device", po::value<std::string>()->default_value(d.device), "auto | cpu | cuda (one GPU per rank: local rank)")
       ("batch", po::value<std::int64_t>()->default_value(d.batch), "pixels per forward pass and rank")
       ("quiet", po::bool_switch(), "no summary line per scene");
   const Parsed a = parse(argc, argv, "predict",
-                         "--run RUN_DIR (--fold I | --ensemble) --scene PATH[:VAR] ... --out DIR [options]\n"
+                         "--run RUN_DIR [--fold I | --ensemble] --scene PATH[:VAR] ... --out DIR [options]\n"
                          "       (under mpiexec -n R: ranks split the rows; the map is the same for any R)",
                          desc);
   if (a.help) return 0;
@@ -84,8 +90,10 @@ int run_predict(int argc, char** argv) {
     if (!vm.count(req)) throw ConfigError(std::string("hsipipe predict: --") + req + " is required");
   train::PredictOptions o;
   o.ensemble = vm["ensemble"].as<bool>();
-  if (o.ensemble == (vm.count("fold") > 0)) throw ConfigError("hsipipe predict: give one of --fold I and --ensemble");
+  if (o.ensemble && vm.count("fold")) throw ConfigError("hsipipe predict: give one of --fold I and --ensemble");
   if (vm.count("fold")) o.fold = vm["fold"].as<int>();
+  else o.ensemble = true;
+  if (vm.count("only") && vm.count("scene")) throw ConfigError("hsipipe predict: --only selects [scene.NAME] sections of --config; not with --scene");
   o.run = vm["run"].as<std::string>();
   o.out = vm["out"].as<std::string>();
   o.scenes = scenes_of(a);

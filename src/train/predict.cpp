@@ -46,39 +46,47 @@ std::uint16_t map_nodata(const std::vector<std::int32_t>& label_values) {
   return has_zero ? static_cast<std::uint16_t>(top + 1) : std::uint16_t{0};
 }
 
-namespace {
-
-using dist::collective_step;
 namespace stdfs = std::filesystem;
 using json = nlohmann::json;
 
-// ---------------------------------------------------------------------------------------------
-// What rank 0 reads from the run, broadcast to every rank
+json RunSpec::to_json() const {
+  return {{"manifest", manifest}, {"wavelengths", wavelengths}, {"model", model}, {"precision", precision},
+          {"folds", folds}, {"checkpoints", checkpoints}, {"label_values", label_values}};
+}
 
-struct RunSpec {
-  json manifest;
-  std::vector<double> wavelengths;
-  std::string model, precision;
-  std::vector<int> folds;
-  std::vector<std::string> checkpoints;
-  std::vector<std::int32_t> label_values;
+RunSpec RunSpec::from_json(const json& j) {
+  RunSpec r;
+  r.manifest = j.at("manifest");
+  r.wavelengths = j.at("wavelengths").get<std::vector<double>>();
+  r.model = j.at("model").get<std::string>();
+  r.precision = j.at("precision").get<std::string>();
+  r.folds = j.at("folds").get<std::vector<int>>();
+  r.checkpoints = j.at("checkpoints").get<std::vector<std::string>>();
+  r.label_values = j.at("label_values").get<std::vector<std::int32_t>>();
+  return r;
+}
 
-  json to_json() const {
-    return {{"manifest", manifest}, {"wavelengths", wavelengths}, {"model", model}, {"precision", precision},
-            {"folds", folds}, {"checkpoints", checkpoints}, {"label_values", label_values}};
-  }
-  static RunSpec from_json(const json& j) {
-    RunSpec r;
-    r.manifest = j.at("manifest");
-    r.wavelengths = j.at("wavelengths").get<std::vector<double>>();
-    r.model = j.at("model").get<std::string>();
-    r.precision = j.at("precision").get<std::string>();
-    r.folds = j.at("folds").get<std::vector<int>>();
-    r.checkpoints = j.at("checkpoints").get<std::vector<std::string>>();
-    r.label_values = j.at("label_values").get<std::vector<std::int32_t>>();
-    return r;
-  }
-};
+ModelInput model_input(const RunSpec& r, const std::string& run) {
+  ModelInput in;
+  in.bands = cache::preprocessor_from(r.manifest, run + "/preprocessing.json").out_bands();
+  in.classes = static_cast<int>(r.label_values.size());
+  const cache::Layout layout = cache::layout_from_name(r.manifest.value("layout", "pixel"));
+  const int cache_patch = layout == cache::Layout::pixel ? 1 : r.manifest.value("patch", 1);
+  in.patch = model_info(r.model).spatial ? cache_patch : 1;
+  return in;
+}
+
+std::shared_ptr<Model> load_fold_model(const RunSpec& r, std::size_t i, const std::string& run) {
+  const ModelInput in = model_input(r, run);
+  auto net = make_model(r.model, in.bands, in.patch, in.classes);
+  load_final_weights(r.checkpoints.at(i), *net);
+  net->eval();
+  return net;
+}
+
+namespace {
+
+using dist::collective_step;
 
 /// File names predict writes into OUT (and their temporary names while it writes them).
 bool is_predict_output(const std::string& name) {
@@ -163,18 +171,6 @@ void choose_checkpoints(const PredictOptions& o, int k, const std::string& check
   }
 }
 
-RunSpec read_run(const PredictOptions& o) {
-  const int k = run_folds(o);
-  const json pp = read_preprocessing(o.run);
-  RunSpec r;
-  r.manifest = pp.at("manifest");
-  r.wavelengths = pp.value("wavelengths", std::vector<double>{});
-  r.label_values = r.manifest.at("label_values").get<std::vector<std::int32_t>>();
-  choose_checkpoints(o, k, r.manifest.value("data_checksum", ""), r);
-  map_nodata(r.label_values);  // refuses labels a map cannot store
-  return r;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Every rank: the models, the scenes
 
@@ -193,18 +189,15 @@ Models load_models(const RunSpec& r, const PredictOptions& o, const dist::Comm& 
   m.pre = cache::preprocessor_from(r.manifest, o.run + "/preprocessing.json");
   m.border = cache::border_from_name(r.manifest.value("border", "reflect"));
   m.dtype = dtype_from_name(r.manifest.value("dtype", "float32")).value_or(DType::f32);
-  m.bands = m.pre.out_bands();
-  m.classes = static_cast<int>(r.label_values.size());
-  const cache::Layout layout = cache::layout_from_name(r.manifest.value("layout", "pixel"));
-  const int cache_patch = layout == cache::Layout::pixel ? 1 : r.manifest.value("patch", 1);
-  m.patch = model_info(r.model).spatial ? cache_patch : 1;
+  const ModelInput in = model_input(r, o.run);
+  m.bands = in.bands;
+  m.classes = in.classes;
+  m.patch = in.patch;
   m.device = detail::choose_device(o.device, local);
   m.precision = precision_from_name(r.precision);
-  for (const auto& p : r.checkpoints) {
-    auto net = make_model(r.model, m.bands, m.patch, m.classes);
-    load_final_weights(p, *net);
+  for (std::size_t i = 0; i < r.checkpoints.size(); ++i) {
+    auto net = load_fold_model(r, i, o.run);
     net->to(m.device);
-    net->eval();
     m.nets.push_back(std::move(net));
   }
   return m;
@@ -499,6 +492,22 @@ json predict_scene(const dist::Comm& world, const Models& m, const SceneInput& i
 
 }  // namespace
 
+RunSpec read_run(const std::string& run, int fold, bool ensemble) {
+  PredictOptions o;
+  o.run = run;
+  o.fold = fold;
+  o.ensemble = ensemble;
+  const int k = run_folds(o);
+  const json pp = read_preprocessing(o.run);
+  RunSpec r;
+  r.manifest = pp.at("manifest");
+  r.wavelengths = pp.value("wavelengths", std::vector<double>{});
+  r.label_values = r.manifest.at("label_values").get<std::vector<std::int32_t>>();
+  choose_checkpoints(o, k, r.manifest.value("data_checksum", ""), r);
+  map_nodata(r.label_values);  // refuses labels a map cannot store
+  return r;
+}
+
 int predict(const PredictOptions& o, const dist::Comm& world, std::ostream& log) {
   const dist::Comm local = world.split_shared();  // COLLECTIVE
   std::string text;
@@ -506,7 +515,7 @@ int predict(const PredictOptions& o, const dist::Comm& world, std::ostream& log)
     if (o.scenes.empty()) throw ConfigError("hsipipe predict: no --scene given");
     if (world.rank() != 0) return;
     check_out_dir(o.out);
-    text = read_run(o).to_json().dump();
+    text = read_run(o.run, o.fold, o.ensemble).to_json().dump();
   });
   const RunSpec r = RunSpec::from_json(json::parse(world.bcast_string(text)));
   if (!std::getenv("OMP_NUM_THREADS"))

@@ -24,13 +24,17 @@
 // OUT may hold earlier predict outputs (another scene, or this one: replaced); anything else in it is
 // refused before any work, as are a run without finished checkpoints, a wrong --fold and a scene that
 // does not fit the training data (band count, wavelengths, source data type).
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "dist/mpi.hpp"
 #include "io/scene.hpp"
+#include "train/models.hpp"
 
 namespace hsipipe::train {
 
@@ -51,6 +55,34 @@ struct PredictOptions {
   bool probabilities = false;
   bool quiet = false;
 };
+
+/// What a run holds for inference: its preprocessing record (RUN/preprocessing.json: the cache's manifest and
+/// kept wavelengths), the model, and the chosen folds' finished checkpoints, each checked to be of that cache.
+struct RunSpec {
+  nlohmann::json manifest;
+  std::vector<double> wavelengths;
+  std::string model, precision;
+  std::vector<int> folds;
+  std::vector<std::string> checkpoints;
+  std::vector<std::int32_t> label_values;  ///< class index -> label value
+  nlohmann::json to_json() const;
+  static RunSpec from_json(const nlohmann::json& j);
+};
+
+/// Rank-local. The run's folds `fold` (or all k with `ensemble`). ConfigError: not a run, no such fold, no
+/// checkpoint; FormatError: an unfinished or damaged checkpoint, a missing preprocessing record; StaleError:
+/// a checkpoint of another cache.
+RunSpec read_run(const std::string& run, int fold, bool ensemble);
+
+/// What the run's model takes: bands after the cache's band selection / PCA, patch side (1 for a spectral
+/// model), classes. `run` names preprocessing.json in errors.
+struct ModelInput {
+  int bands = 0, patch = 1, classes = 0;
+};
+ModelInput model_input(const RunSpec& r, const std::string& run);
+
+/// Rank-local. The model of r.checkpoints[i] with its final weights, on the CPU, in eval mode.
+std::shared_ptr<Model> load_fold_model(const RunSpec& r, std::size_t i, const std::string& run);
 
 /// COLLECTIVE. Returns 0; throws hsipipe errors (the same on every rank) naming the file and field.
 int predict(const PredictOptions& opts, const dist::Comm& world, std::ostream& log);

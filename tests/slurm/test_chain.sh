@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The real chain through scripts/submit.sh on a private single-node Slurm (run under
 # scripts/slurm_test_cluster.sh run): synthetic 40x40x30 scene; decode with 2 ranks (srun --mpi=pmix);
-# folds (k=3); a 3-task train array with 2 ranks per task, CPU, --deterministic; report.
+# folds (k=3); a 3-task train array with 2 ranks per task, CPU, --deterministic; report; a predict array
+# (submit.sh --predict: one task per scene of another INI, 2 ranks each) chained after them.
 #  - every job ends COMPLETED and every fold's results exist;
+#  - the predict tasks' maps (the k-fold ensemble) equal those of `hsipipe predict` run by hand, byte for byte;
 #  - preemption: fold 1 gets SIGUSR1 (`scancel --signal=USR1 --batch`, what --signal=B:USR1@N does at
 #    the time limit) during training: it checkpoints, requeues itself, and the next attempt resumes
 #    from the checkpoint (its log says so) and completes;
@@ -27,6 +29,20 @@ export HSIPIPE_TEST_STEP_DELAY_MS=${HSIPIPE_TEST_STEP_DELAY_MS:-3}
 
 "$H" synth --out "$W/scene" --rows 40 --cols 40 --bands 30 --classes 4 --seed 5 >/dev/null
 synth_ini "$W/chain.ini" "$W/scene" 3 "${HSIPIPE_TEST_EPOCHS:-30}"
+# The scenes the predict array maps: the training scene (with its labels: the map's accuracy) and another
+# scene of the same sensor.
+"$H" synth --out "$W/other" --rows 24 --cols 30 --bands 30 --classes 4 --seed 9 >/dev/null
+cat >"$W/predict.ini" <<INI
+[scene.field]
+path = $W/scene/scene.hdr
+labels = $W/scene/labels.hdr
+
+[scene.other]
+path = $W/other/scene.hdr
+
+[predict]
+device = cpu
+INI
 
 export HSIPIPE_EXE=$H HSIPIPE_SHARED_DIR=$W/shared HSIPIPE_LOCAL_DIR=$W/local
 export HSIPIPE_DECODE_TASKS=2 HSIPIPE_TRAIN_TASKS=2 HSIPIPE_CPUS_PER_TASK=1
@@ -52,8 +68,9 @@ trap 'rc=$?; if ((rc != 0 && rc != 77)); then show_logs; fi' EXIT
 
 # ---------------------------------------------------------------- the chain
 stages=decode,folds,train,report
-((have_train)) || stages=decode,folds
-out=$("$HSIPIPE_SOURCE_DIR/scripts/submit.sh" --name chain --stages "$stages" "$W/chain.ini")
+predict=(--predict "$W/predict.ini")
+((have_train)) || { stages=decode,folds; predict=(); }
+out=$("$HSIPIPE_SOURCE_DIR/scripts/submit.sh" --name chain --stages "$stages" "${predict[@]}" "$W/chain.ini")
 echo "$out"
 # shellcheck disable=SC1091
 source "$OUT/jobs.env"
@@ -70,7 +87,7 @@ if ((!have_train)); then
   ok "decode (2 ranks) and folds through Slurm"
   skip "hsipipe train/report are not built (HSIPIPE_WITH_TORCH=OFF): the train array, preemption and report were not run"
 fi
-for v in HSIPIPE_JOB_DECODE HSIPIPE_JOB_FOLDS HSIPIPE_JOB_TRAIN HSIPIPE_JOB_REPORT; do
+for v in HSIPIPE_JOB_DECODE HSIPIPE_JOB_FOLDS HSIPIPE_JOB_TRAIN HSIPIPE_JOB_REPORT HSIPIPE_JOB_PREDICT; do
   [[ ${!v:-} =~ ^[0-9]+$ ]] || fail "submit.sh did not record $v"
   grep -qi "^job ${v#HSIPIPE_JOB_} ${!v}$" <<<"$out" || fail "submit.sh did not print the id of $v"
 done
@@ -86,13 +103,15 @@ done
 scancel --signal=USR1 --batch "${A}_1"
 echo "sent SIGUSR1 to the batch shell of ${A}_1"
 
-wait_done 600 "$HSIPIPE_JOB_DECODE" "$HSIPIPE_JOB_FOLDS" "$A" "$HSIPIPE_JOB_REPORT"
+P=$HSIPIPE_JOB_PREDICT
+wait_done 660 "$HSIPIPE_JOB_DECODE" "$HSIPIPE_JOB_FOLDS" "$A" "$HSIPIPE_JOB_REPORT" "$P"
 echo "chain done after $((SECONDS - T0)) s"
-for id in "$HSIPIPE_JOB_DECODE" "$HSIPIPE_JOB_FOLDS" "$A" "$HSIPIPE_JOB_REPORT"; do
+for id in "$HSIPIPE_JOB_DECODE" "$HSIPIPE_JOB_FOLDS" "$A" "$HSIPIPE_JOB_REPORT" "$P"; do
   [[ $(job_states "$id") == COMPLETED ]] || fail "job $id ended $(job_states "$id")"
 done
 [[ $(scontrol show job "$A" | grep -c 'JobState=COMPLETED') == 3 ]] || fail "not 3 completed array tasks"
-ok "decode, folds, 3 array tasks and report all COMPLETED"
+[[ $(scontrol show job "$P" | grep -c 'JobState=COMPLETED') == 2 ]] || fail "not 2 completed predict tasks"
+ok "decode, folds, 3 array tasks, report and 2 predict tasks all COMPLETED"
 
 # decode: 2 ranks, node-local decode published to the shared path.
 dlog=$LOGS/hsipipe-decode-$HSIPIPE_JOB_DECODE.out
@@ -115,6 +134,26 @@ for f in 0 1 2; do
 done
 [[ -s $OUT/run/summary.json ]] || fail "report wrote no summary.json"
 ok "fold results and summary"
+
+# predict: one task per scene, after the training (afterok on report), 2 ranks each; the maps equal a
+# hand-run predict of the same run (the ensemble of the 3 folds), byte for byte.
+report_end=$(scontrol show job "$HSIPIPE_JOB_REPORT" | sed -n 's/.*EndTime=\([^ ]*\).*/\1/p')
+predict_start=$(scontrol show job "$P" | sed -n 's/.*StartTime=\([^ ]*\).*/\1/p' | sort | head -1)
+[[ -n $report_end && ! $predict_start < $report_end ]] || fail "a predict task started ($predict_start) before report ended ($report_end)"
+"$H" predict --run "$OUT/run" --ensemble --device cpu --quiet --scene "$W/scene/scene.hdr" --name field \
+  --scene "$W/other/scene.hdr" --name other --out "$W/maps-by-hand" || fail "hsipipe predict by hand failed"
+for name in field other; do
+  plog=$LOGS/hsipipe-predict-${P}_$([[ $name == field ]] && echo 0 || echo 1).out
+  grep -q "scene $name (" "$plog" || fail "the predict task's log does not name scene $name"
+  for ext in _class.tif _class.img _class.hdr _preview.png _predict.json; do
+    [[ -s $OUT/maps/$name$ext ]] || fail "missing $OUT/maps/$name$ext"
+  done
+  cmp -s "$OUT/maps/${name}_class.img" "$W/maps-by-hand/${name}_class.img" || fail "$name: the predict task's map differs from predict by hand"
+done
+grep -q "accuracy on [0-9]* labeled pixels" "$LOGS/hsipipe-predict-${P}_0.out" || fail "the field's map has no accuracy in its log"
+"$PY" -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j['ensemble'] and j['ranks']==2 else 'ensemble/ranks: %s %s' % (j.get('ensemble'), j.get('ranks')))" \
+  "$OUT/maps/field_predict.json" || fail "field_predict.json: not the 2-rank ensemble"
+ok "predict array after the training: 2 scenes, 2 ranks each, the same maps as predict by hand"
 
 # staging: the folds job copied the cache to node-local disk, every train task reused that copy.
 stage_dir=$(stage_dir)
