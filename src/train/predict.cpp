@@ -23,6 +23,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/half.hpp"
+#include "core/overlap.hpp"
 #include "core/range.hpp"
 #include "dist/collective.hpp"
 #include "io/gdal_api.hpp"
@@ -296,35 +297,64 @@ torch::Tensor scores_of(const Models& m, const cache::RowWindow& w, const std::v
   return sum.to(torch::kCPU).contiguous();
 }
 
-/// This rank's rows [row0, row0 + rows) of scene `in`: classes (label values, nodata where invalid).
+/// One chunk of a rank's rows: the transformed window (rows plus the patch halo) and its valid pixels.
+struct Chunk {
+  cache::RowWindow w;
+  std::vector<std::size_t> px;  ///< window pixel index of each valid pixel of the chunk's rows, row-major
+  std::size_t r0 = 0, r1 = 0;   ///< the chunk's rows
+};
+
+/// Reads rows [r0, r1) of `s` plus the halo and transforms them as decode did (values rounded to the cache dtype).
+void read_chunk(const Models& m, const io::Scene& s, std::size_t r0, std::size_t r1, Chunk& c) {
+  const std::size_t W = s.cols(), h = static_cast<std::size_t>(m.patch / 2);
+  const std::size_t w0 = r0 >= h ? r0 - h : 0, w1 = std::min(s.rows(), r1 + h);
+  std::vector<std::uint8_t> valid;
+  c.w = cache::transformed_rows(s, m.pre, w0, w1, &valid);
+  cache::round_to_dtype(c.w.data.data(), c.w.data.size(), m.dtype);  // the values training read from the cache
+  c.r0 = r0;
+  c.r1 = r1;
+  c.px.clear();
+  for (std::size_t i = (r0 - w0) * W; i < (r1 - w0) * W; ++i)
+    if (valid[i]) c.px.push_back(i);
+}
+
+/// The classes (and with --probabilities the scores) of a chunk's valid pixels into `out`.
+void classify_chunk(const Models& m, const Chunk& c, const PredictOptions& o, const std::vector<std::int32_t>& labels, RankMap& out) {
+  const std::size_t W = c.w.cols, C = static_cast<std::size_t>(m.classes), base = (out.row0 - c.w.row0) * W;
+  const auto bs = static_cast<std::size_t>(std::max<std::int64_t>(1, o.batch));
+  for (std::size_t i0 = 0; i0 < c.px.size(); i0 += bs) {
+    const std::size_t n = std::min(bs, c.px.size() - i0);
+    const torch::Tensor sc = scores_of(m, c.w, c.px, i0, n);
+    const torch::Tensor am = sc.argmax(1).to(torch::kInt64).contiguous();
+    const float* sp = sc.data_ptr<float>();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t at = c.px[i0 + i] - base;
+      out.values[at] = static_cast<std::uint16_t>(labels[static_cast<std::size_t>(am.data_ptr<std::int64_t>()[i])]);
+      if (o.probabilities) floats_to_halves(sp + i * C, out.probs.data() + at * C, C);
+    }
+  }
+}
+
+/// This rank's rows [row0, row0 + rows) of scene `in`: classes (label values, nodata where invalid). Chunk k+1
+/// is read and transformed on this thread while a helper thread runs the model on chunk k (core/overlap.hpp);
+/// the chunks and batches are the same for any rank count, so the map is too.
 void map_rows(const Models& m, const SceneInput& in, const PredictOptions& o, std::uint16_t nodata, const std::vector<std::int32_t>& labels,
               RankMap& out) {
   const io::Scene& s = *in.scene;
-  const std::size_t W = s.cols(), H = s.rows(), h = static_cast<std::size_t>(m.patch / 2), C = static_cast<std::size_t>(m.classes);
+  const std::size_t W = s.cols(), C = static_cast<std::size_t>(m.classes);
   out.values.assign(out.rows * W, nodata);
   if (o.probabilities) out.probs.assign(out.rows * W * C, 0);
   const std::size_t CR = chunk_rows(W, m.bands);
-  std::vector<std::uint8_t> valid;
-  for (std::size_t r0 = out.row0; r0 < out.row0 + out.rows; r0 += CR) {
-    const std::size_t r1 = std::min(out.row0 + out.rows, r0 + CR), w0 = r0 >= h ? r0 - h : 0, w1 = std::min(H, r1 + h);
-    cache::RowWindow w = cache::transformed_rows(s, m.pre, w0, w1, &valid);
-    cache::round_to_dtype(w.data.data(), w.data.size(), m.dtype);  // the values training read from the cache
-    std::vector<std::size_t> px;  // window pixel index of each valid pixel of rows [r0, r1), row-major
-    for (std::size_t i = (r0 - w0) * W; i < (r1 - w0) * W; ++i)
-      if (valid[i]) px.push_back(i);
-    const auto bs = static_cast<std::size_t>(std::max<std::int64_t>(1, o.batch));
-    for (std::size_t i0 = 0; i0 < px.size(); i0 += bs) {
-      const std::size_t n = std::min(bs, px.size() - i0);
-      const torch::Tensor sc = scores_of(m, w, px, i0, n);
-      const torch::Tensor am = sc.argmax(1).to(torch::kInt64).contiguous();
-      const float* sp = sc.data_ptr<float>();
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t at = px[i0 + i] - (out.row0 - w0) * W;
-        out.values[at] = static_cast<std::uint16_t>(labels[static_cast<std::size_t>(am.data_ptr<std::int64_t>()[i])]);
-        if (o.probabilities) floats_to_halves(sp + i * C, out.probs.data() + at * C, C);
-      }
-    }
-  }
+  overlap_rounds<Chunk>(
+      (out.rows + CR - 1) / CR, true,
+      [&](std::uint64_t k, Chunk& c) {
+        const std::size_t r0 = out.row0 + k * CR;
+        read_chunk(m, s, r0, std::min(out.row0 + out.rows, r0 + CR), c);
+      },
+      [&](std::uint64_t, Chunk& c, const std::exception_ptr& err) {
+        if (err) std::rethrow_exception(err);
+        classify_chunk(m, c, o, labels, out);
+      });
 }
 
 // ---------------------------------------------------------------------------------------------
