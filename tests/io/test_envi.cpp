@@ -278,9 +278,9 @@ TEST_CASE("ENVI writer and reader agree for every type, interleave and byte orde
           for (float& x : expect) x = std::max(0.0f, x);
         for (const char* mode : {"0", "1"}) for (const char* nosimd : {"0", "1"}) {
           ::setenv("HSIPIPE_ENVI_PREAD", mode, 1);
-          ::setenv("HSIPIPE_NO_SIMD", nosimd, 1);
+          ::setenv("HSIPIPE_TEST_NO_SIMD", nosimd, 1);
           const auto s = open(base + ".hdr");
-          ::unsetenv("HSIPIPE_NO_SIMD");
+          ::unsetenv("HSIPIPE_TEST_NO_SIMD");
           INFO(dtype_name(t) << " " << interleave_name(il) << " byte order " << bo << " pread=" << mode
                              << " no-simd=" << nosimd);
           CHECK(s->source_type() == t);
