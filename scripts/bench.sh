@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # bench.sh: runs the decode, loader, training and cross-validation benchmarks in one go and writes the
-# benchmark page (docs/BENCHMARKS.md) with a machine description, every figure next to the baseline measured
-# in the same run, the ratios against the issues' targets, and a throughput plot (docs/benchmarks.png).
+# benchmark page (docs/BENCHMARKS.md): the ratios against the issues' targets and a throughput plot
+# (docs/benchmarks.png) first, then every figure next to the baseline measured in the same run and a machine
+# description; every input of the page, every repeat included, goes to docs/benchmarks.json.
 # Not a test. Run it on a quiet machine: the figures are only as good as the machine is idle (the page
 # records the load average before the first benchmark, and says so when the machine was busy).
 #
-#   scripts/bench.sh [--out PAGE.md] [--plot PLOT.png] [--remote] [--work DIR] [--report-only DIR]
+#   scripts/bench.sh [--out PAGE.md] [--plot PLOT.png] [--remote] [--work DIR] [--report-only DIR|DATA.json]
 #     --out FILE         the page to write (default docs/BENCHMARKS.md; also BENCH_OUT)
 #     --plot FILE        the PNG (default: benchmarks.png next to the page)
+#                        (the data file is always benchmarks.json next to the page)
 #     --remote           also run scripts/bench_remote.sh (needs nginx; slow); without it the page keeps the
 #                        "Remote scenes" section of docs/BENCHMARKS.md as it is (it says when it was measured)
 #     --work DIR         keep each benchmark's log and JSON in DIR (default: a temporary directory, removed)
-#     --report-only DIR  run nothing: rewrite the page and plot from a DIR an earlier --work run kept
+#     --report-only DIR  run nothing: rewrite the page and plot from a DIR an earlier --work run kept, or from
+#                        a benchmarks.json an earlier report wrote (the page's own data file)
 #   HSIPIPE_BIN        the executable (default build/hsipipe)
 #   Sizes: each script's defaults are the issues' sizes. BENCH_ROWS/BENCH_COLS/BENCH_BANDS, BENCH_REPEAT, BENCH_DECODE_REPEAT,
 #   BENCH_BATCHES, BENCH_EPOCHS, BENCH_LABELED_FRACTION (and bench_train's ROWS/COLS/BANDS/EPOCHS) are passed

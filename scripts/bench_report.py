@@ -1,10 +1,16 @@
 #!/usr/bin/python3
 """bench_report.py: the machine description and the Markdown page + PNG plot of scripts/bench.sh.
 
-Run with /usr/bin/python3 (Debian numpy, matplotlib). Not meant to be called by hand:
+Run with /usr/bin/python3 (Debian numpy, matplotlib). Called by scripts/bench.sh:
   bench_report.py machine OUT.json --bin HSIPIPE --tmp DIR     describe this machine (at the start of a run)
-  bench_report.py report WORK --out PAGE.md --plot PLOT.png [--remote-from OLD.md]
-                                                              the page, from WORK/{machine,decode,loader,train,cv}.json
+  bench_report.py report WORK --out PAGE.md --plot PLOT.png [--json DATA.json] [--remote-from OLD.md]
+      the page, from WORK/{machine,run,decode,loader,train,cv}.json and the logs it quotes, and DATA.json
+      (default: benchmarks.json next to the page): every input of the page in one file, every repeat of
+      every run included, which the page refers to instead of listing them
+  bench_report.py report DATA.json --out PAGE.md --plot PLOT.png [--remote-from OLD.md]
+      the same page again from such a DATA.json alone (bench.sh --report-only DATA.json)
+
+The page leads with the targets table and the one plot; the sections after them explain each figure.
 """
 import argparse
 import datetime
@@ -183,34 +189,32 @@ def machine(args):
 # ---------------------------------------------------------------------------------------------------------------
 # the page
 
-def decode_phases(work):
-    """The `phases (rank 0)` line of the npy 2-rank decode in this run's decode.log, or a note that it is missing."""
+def decode_phases_line(work):
+    """The `phases (rank 0)` line of the npy 2-rank decode in WORK/decode.log, or None."""
     try:
         with open(os.path.join(work, "decode.log")) as f:
             for line in f:
                 if line.strip().startswith("phases (rank 0):"):
-                    return "`" + line.strip().split(":", 1)[1].strip() + "`"
+                    return line.strip().split(":", 1)[1].strip()
     except OSError:
         pass
-    return "(not in this run's decode.log)"
+    return None
 
 
-def decode_runs(dec):
-    """Every decode run's seconds, per configuration, in the order they ran."""
+def decode_phases(data):
+    """The phases line, quoted, or a note that it is missing."""
+    line = data.get("decode_phases")
+    return f"`{line}`" if line else "(not in this run's decode.log)"
+
+
+def decode_runs(dec, json_name):
+    """Where every decode run's seconds are: the data file, not the page (one sentence)."""
     runs = dec.get("decode_runs_s")
     if not runs:
-        return "not recorded"
-    names = {"1_npy_disk": "npy 1 rank", "2_npy_disk": "npy 2 ranks", "1_h5_disk": "h5 1 rank", "2_h5_disk": "h5 2 ranks",
-             "1_npy_ram": "npy into RAM 1 rank", "2_npy_ram": "npy into RAM 2 ranks",
-             "1_npy_cube": "npy cube layout 1 rank", "2_npy_cube": "npy cube layout 2 ranks"}
-    order = [k for k in names if k in runs] + sorted(k for k in runs if k not in names)
-    steals = dec.get("decode_runs_steal_s") or {}
-
-    def one(k, i, t):
-        st = steals.get(k, [])
-        return f"{t:.2f}" + (f" [{st[i]:.2f}]" if i < len(st) else "")
-    return ("; ".join(f"{names.get(k, k)} " + ", ".join(one(k, i, t) for i, t in enumerate(runs[k])) for k in order)
-            + ("; in brackets the CPU steal time during the run (s, all CPUs)" if steals else ""))
+        return "every run's time was not recorded"
+    n = sum(len(v) for v in runs.values())
+    return (f"the {n} runs' times, in the order they ran, and the CPU steal time during each: `{json_name}`, "
+            "`inputs.decode.decode_runs_s` and `decode_runs_steal_s`")
 
 
 def output_limit(dec):
@@ -276,12 +280,37 @@ def steal_sentence(run, m):
             + ", ".join(parts) + ".")
 
 
+INPUTS = ("machine", "run", "decode", "loader", "train", "cv")
+
+
 def load(work, name):
     p = os.path.join(work, name + ".json")
     try:
         return json.load(open(p))
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def gather(source):
+    """Every input of the page: from a bench.sh work directory (its JSON files and the log lines the page
+    quotes), or from a data file an earlier report wrote."""
+    if os.path.isfile(source):
+        data = json.load(open(source))
+        if data.get("format") != DATA_FORMAT:
+            sys.exit(f"bench_report.py: {source}: not a benchmark data file of format {DATA_FORMAT}")
+        if data.get("partial"):
+            sys.exit(f"bench_report.py: {source} cannot make a page: {data['partial']}")
+        return data
+    remote_log = os.path.join(source, "remote.log")
+    return {"format": DATA_FORMAT,
+            "about": "every input of docs/BENCHMARKS.md, written by scripts/bench_report.py from one scripts/bench.sh "
+                     "run; `bench_report.py report THIS.json --out PAGE.md` writes the page again",
+            "inputs": {n: load(source, n) for n in INPUTS},
+            "decode_phases": decode_phases_line(source),
+            "remote_log": open(remote_log).read().splitlines() if os.path.exists(remote_log) else None}
+
+
+DATA_FORMAT = 1
 
 
 def f0(v):
@@ -360,11 +389,14 @@ def machine_section(m):
     return out
 
 
-def report(args):
-    work = args.work
-    m = load(work, "machine") or {}
-    run = load(work, "run") or {}
-    dec, ldr, trn, cv = (load(work, n) for n in ("decode", "loader", "train", "cv"))
+def report(args, data):
+    inp = data["inputs"]
+    m = inp.get("machine") or {}
+    run = inp.get("run") or {}
+    dec, ldr, trn, cv = (inp.get(n) for n in ("decode", "loader", "train", "cv"))
+    data_file = args.json or (args.work if os.path.isfile(args.work) else "")
+    json_name = (os.path.relpath(os.path.abspath(data_file), os.path.dirname(os.path.abspath(args.out))) if data_file
+                 else "benchmarks.json")
     T = Targets()
     S = []  # the body sections
 
@@ -403,8 +435,8 @@ def report(args):
               "`mpiexec` command, start-up included; the baseline is timed inside Python, imports excluded. Input MB/s "
               f"are of the scene file's bytes. Best of {dec.get('decode_repeat', dec['repeat'])}, the configurations run "
               "in turn, each round in a "
-              "rotated order (on a virtual machine back-to-back runs alternate fast and slow; every run: "
-              + decode_runs(dec) + ").", "",
+              "rotated order (on a virtual machine back-to-back runs alternate fast and slow; "
+              + decode_runs(dec, json_name) + ").", "",
               "| run | s | input MB/s |", "|---|---:|---:|",
               f"| page cache read (the limit) | {r['page_cache']:.3f} | {f0(ms['page_cache'])} |",
               f"| Python baseline (SPy + numpy + np.save) | {ds['python_baseline']:.2f} | {f1(dm['python_baseline'])} |",
@@ -419,7 +451,7 @@ def report(args):
               f"(target <= 1.5). hsipipe's samples equal the baseline's within float16 rounding (max |diff| "
               f"{dec.get('max_abs_diff_vs_baseline', float('nan')):.2e}).", "",
               "Where the time of one decode goes: the `phases (rank 0)` line of hsipipe's summary for npy with 2 ranks, "
-              "from this run: " + decode_phases(work) + ". The statistics and write passes scale with the ranks; "
+              "from this run: " + decode_phases(data) + ". The statistics and write passes scale with the ranks; "
               "`mpiexec`, MPI_Init and MPI_Finalize, the sample table and the manifest and publish are the same for any "
               "rank count, so they bound the 2-rank / 1-rank ratio of a decode that takes well under a second. "
               "So does the cache's disk: decode makes the cache durable (fsync) before publishing it, and the same "
@@ -538,7 +570,7 @@ def report(args):
               "accuracies differ a little because the mini-batch orders differ.", ""]
 
     # ---- remote scenes
-    remote = remote_section(args, work)
+    remote = remote_section(args, data)
 
     # ---- assemble
     loadavg = m.get("loadavg_start") or ["?"]
@@ -546,49 +578,62 @@ def report(args):
         busy = float(loadavg[0]) > 0.5 * (m.get("cores") or 1)
     except ValueError:
         busy = False
+    run_date = m.get("date_utc", "?")
     out = ["# Benchmarks", "",
-           f"Generated by `scripts/bench.sh` on {m.get('date_utc', '?')} ({run.get('minutes', 0):.1f} minutes), "
-           f"{m.get('hsipipe', 'hsipipe ?')}. Every figure on this page (but the kept remote-scenes and GPU sections, see below) was "
-           "measured in that one run, on the machine below, with its baseline measured next to it; absolute numbers move with the machine and its load, the "
-           "ratios are the claim. Load average (1, 5, 15 min) before the first benchmark: "
-           f"{' '.join(loadavg)}" + (" — **the machine was busy: other work shared the cores, so every figure below is "
-                                  "low and noisy**." if busy else " (quiet).")
-           + steal_sentence(run, m)
-           + " Speed is shown by these scripts, never asserted in ctest. "
-           + ("The remote-scenes section was measured in this run too (`--remote`)."
-              if os.path.exists(os.path.join(work, "remote.log")) else
-              "The remote-scenes section at the end is kept from its last measurement, whose date it states "
-              "(`scripts/bench.sh --remote` measures it again; it needs nginx)."), ""]
+           f"Measured by `scripts/bench.sh` on {run_date}, {m.get('hsipipe', 'hsipipe ?')}, on {m.get('cpu', '?')} "
+           f"({m.get('cores', '?')} CPUs; [machine](#machine)); the baselines ran next to hsipipe in the same run, so "
+           "the ratios are the claim. Every input of this page, every repeat of every run included, is in "
+           f"[`{json_name}`]({json_name}).", ""]
     if run.get("overrides"):
         out += ["**Sizes were overridden for this run** (" + ", ".join(f"`{k}={v}`" for k, v in run["overrides"].items())
                 + "): a smoke test of the scripts, not the figures the issues ask for.", ""]
-    out += machine_section(m) + [""]
     out += ["## Targets", "", "| issue | figure | measured | target | |", "|---|---|---:|---:|---|"]
     out += [f"| {i} | {w} | {v} | {t} | {verdict(ok)} |" for i, w, v, t, ok in T.rows]
     met = sum(1 for r in T.rows if r[4])
     out += ["", f"{met} of {len(T.rows)} met.", ""]
     if args.plot and os.path.exists(args.plot):
         rel = os.path.relpath(args.plot, os.path.dirname(os.path.abspath(args.out)))
-        out += ["## Throughput by stage", "",
-                f"![throughput by stage]({rel})", "",
+        out += [f"![throughput by stage]({rel})", "",
                 "Each panel is one stage, in its own unit (log scale): hsipipe in blue, the baselines in grey, physical "
                 "limits hatched. Reader and decode: MB/s of the scene file; loader: 11 x 11 patches per second; training: "
                 "hu1d samples per second; cross-validation: folds per minute, decode included.", ""]
+    loadavg = m.get("loadavg_start") or ["?"]
+    try:
+        busy = float(loadavg[0]) > 0.5 * (m.get("cores") or 1)
+    except ValueError:
+        busy = False
+    out += ["## This run", "",
+            f"Generated by `scripts/bench.sh` on {run_date} ({run.get('minutes', 0):.1f} minutes), "
+            f"{m.get('hsipipe', 'hsipipe ?')}. Every figure on this page (but the kept remote-scenes and GPU sections, see "
+            "below) was measured in that one run, on the machine below, with its baseline measured next to it; absolute "
+            "numbers move with the machine and its load, the ratios are the claim. Load average (1, 5, 15 min) before "
+            f"the first benchmark: {' '.join(loadavg)}"
+            + (" — **the machine was busy: other work shared the cores, so every figure below is low and noisy**."
+               if busy else " (quiet).")
+            + steal_sentence(run, m)
+            + " Speed is shown by these scripts, never asserted in ctest. "
+            + ("The remote-scenes section was measured in this run too (`--remote`)." if data.get("remote_log") else
+               "The remote-scenes section at the end is kept from its last measurement, whose date it states "
+               "(`scripts/bench.sh --remote` measures it again; it needs nginx)."), ""]
+    out += machine_section(m) + [""]
     # the GPU node's section: measured on a device machine by scripts/device_check.sh, kept from the last page
     out += S + remote + kept_section(args.remote_from, GPU_HEADING)
     with open(args.out, "w") as fh:
         fh.write("\n".join(out).rstrip() + "\n")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(data, fh, indent=1)
+            fh.write("\n")
 
 
 GPU_HEADING = "## GPU node (issue 32)"
 
 
-def remote_section(args, work):
+def remote_section(args, data):
     """The remote-scenes section: this run's bench_remote.sh table when it ran, else the section of --remote-from
     kept verbatim (it states when it was measured)."""
-    log = os.path.join(work, "remote.log")
-    if os.path.exists(log):
-        lines = open(log).read().splitlines()
+    lines = data.get("remote_log")
+    if lines:
         head = next((l for l in lines if l.startswith("scene ")), "")
         table = [l for l in lines if l.startswith("|")]
         return ["## Remote scenes", "",
@@ -619,13 +664,13 @@ def kept_section(src, heading):
 # ---------------------------------------------------------------------------------------------------------------
 # the plot
 
-def plot(args):
+def plot(args, data):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    work = args.work
-    dec, ldr, trn, cv = (load(work, n) for n in ("decode", "loader", "train", "cv"))
+    inp = data["inputs"]
+    dec, ldr, trn, cv = (inp.get(n) for n in ("decode", "loader", "train", "cv"))
     HS, BASE, BOUND = "#1f77b4", "#9a9a9a", "#ffffff"
     panels = []
     if dec:
@@ -684,8 +729,8 @@ def plot(args):
                Patch(facecolor=BOUND, edgecolor="#333333", hatch="//", label="physical limit")]
     (spare[0] if spare else fig).legend(handles=handles, loc="center" if spare else "lower right", fontsize=9,
                                         frameon=False)
-    m = load(work, "machine") or {}
-    run = load(work, "run") or {}
+    m = inp.get("machine") or {}
+    run = inp.get("run") or {}
     fig.suptitle(f"hsipipe throughput by stage ({m.get('cpu', '?')}, {m.get('cores', '?')} CPUs, "
                  f"{m.get('date_utc', '')})" + ("\nSMOKE TEST: sizes overridden, not the issues' figures"
                                                 if run.get("overrides") else ""), fontsize=10)
@@ -701,17 +746,23 @@ def main():
     a.add_argument("--bin", required=True)
     a.add_argument("--tmp", required=True)
     b = sub.add_parser("report")
-    b.add_argument("work")
+    b.add_argument("work", help="a bench.sh work directory, or a data file an earlier report wrote")
     b.add_argument("--out", required=True)
     b.add_argument("--plot")
+    b.add_argument("--json", help="the data file to write (default: benchmarks.json next to --out; '' for none)")
     b.add_argument("--remote-from")
     args = ap.parse_args()
     if args.cmd == "machine":
         machine(args)
     else:
+        data = gather(args.work)
+        if args.json is None:
+            args.json = os.path.join(os.path.dirname(os.path.abspath(args.out)), "benchmarks.json")
+        if args.json and os.path.isfile(args.work) and os.path.abspath(args.json) == os.path.abspath(args.work):
+            args.json = ""  # regenerating the page from its own data file: leave that file as it is
         if args.plot:
-            plot(args)
-        report(args)
+            plot(args, data)
+        report(args, data)
 
 
 if __name__ == "__main__":

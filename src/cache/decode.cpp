@@ -1222,13 +1222,12 @@ void Decoder::pca_pass() {
 /// pieces below); with two CPUs (1 rank, --bind-to none) 0.858 -> 0.776 s. The writing thread then makes every
 /// MPI and HDF5 call of the pass, which needs MPI_THREAD_SERIALIZED and a build that calls neither: it
 /// reads no source (keep_samples_) or only scenes that do not use the HDF5 library, which Debian builds
-/// without thread safety. HSIPIPE_DECODE_OVERLAP=0 turns it off, =1 on even with one CPU (tests).
+/// without thread safety. Tests: HSIPIPE_TEST_DECODE_OVERLAP=0 turns it off, =1 on even with one CPU.
 bool Decoder::overlap_writes() const {
-  const char* e = std::getenv("HSIPIPE_DECODE_OVERLAP");
-  const std::string forced = e ? e : "";
-  if (forced == "0") return false;
+  const std::optional<bool> forced = test_switch("HSIPIPE_TEST_DECODE_OVERLAP");
+  if (forced == false) return false;
   if (dist::thread_level() < MPI_THREAD_SERIALIZED) return false;
-  if (forced != "1" && fs::cpus_available() < 2) return false;
+  if (forced != true && fs::cpus_available() < 2) return false;
   if (keep_samples_) return true;
   return std::none_of(sc_.begin(), sc_.end(), [](const SceneState& st) { return st.scene->uses_hdf5(); });
 }

@@ -16,6 +16,7 @@
 #include "cache/npy.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/test_hook.hpp"
 
 namespace hsipipe::cache {
 
@@ -138,13 +139,12 @@ class NpySink final : public Sink {
         offsets_.push_back(npy_header_bytes(a.dtype, a.shape).size());
         // Ranks build their items in the file's pages (place()): a pwrite would copy them once more and,
         // worse, hold the file's inode lock while copying, so the ranks' writes to one file would queue.
-        // Without a mapping (a file system that refuses it, or HSIPIPE_NPY_PWRITE=1) write() copies.
+        // Without a mapping (a file system that refuses it; tests: HSIPIPE_TEST_NPY_PWRITE=1) write() copies.
         // Never mapped on a network file system: there ranks on other nodes write through page caches of
         // their own, and an NFS client writes a dirty mapped page back whole, over the bytes a rank on
         // another node wrote into the same page (pwrite's dirty ranges are exact).
         const std::uint64_t total = offsets_.back() + a.shape.at(0) * a.item_bytes();
-        const char* force = std::getenv("HSIPIPE_NPY_PWRITE");
-        const bool map = total > 0 && !network_ && !(force && *force && *force != '0');
+        const bool map = total > 0 && !network_ && !test_switch("HSIPIPE_TEST_NPY_PWRITE").value_or(false);
         void* m = map ? ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0) : MAP_FAILED;
         maps_.emplace_back(m == MAP_FAILED ? nullptr : static_cast<char*>(m), total);
         fds_.push_back(std::move(fd));

@@ -9,6 +9,7 @@
 #include "io/scene.hpp"
 #include "cli/collective_errors.hpp"
 #include "cli/command.hpp"
+#include "core/big_alloc.hpp"
 #include "core/error.hpp"
 #include "dist/collective.hpp"
 #include "dist/mpi.hpp"
@@ -43,6 +44,7 @@ int run_decode(int argc, char** argv) {
       ("out", po::value<std::string>(), "cache directory to create")
       ("force", po::bool_switch(), "replace an existing cache built from other sources/parameters (refused without it), or rebuild a current one")
       ("memory-mb", po::value<std::uint64_t>()->default_value(1024), "per rank: decoded samples or row blocks kept between passes (beyond it they are decoded again; an ENVI scene's pixel and cube rows always are)")
+      ("huge-pages", po::value<bool>()->default_value(true, "on"), "on | off: transparent huge pages for large buffers (off where memory is fragmented, docs/KNOBS.md)")
       ("no-progress", po::bool_switch(), "no progress lines");
   dist::Environment env(&argc, &argv);
   dist::Comm comm;
@@ -150,6 +152,7 @@ int run_decode(int argc, char** argv) {
       o.force = vm["force"].as<bool>();
       o.memory_bytes = vm["memory-mb"].as<std::uint64_t>() << 20;
       o.progress = !vm["no-progress"].as<bool>();
+      set_huge_pages(vm["huge-pages"].as<bool>());  // process-wide, not a parameter of the cache
     });
     if (help) return 0;
     cache::decode(o, comm);

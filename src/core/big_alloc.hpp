@@ -8,13 +8,14 @@
 // 1.79 -> 1.34 s (2 ranks), npy, 4 rounds in rotated order, 1 Dec 2026 (h5: 2.26 -> 1.74, 1.59 -> 1.36).
 // The cost: with THP defrag "madvise" (Debian's default) a fault compacts memory synchronously when no
 // huge page is free; on another VM with fragmented memory a 1 GB window set was measured 2-4x slower
-// with it. HSIPIPE_HUGEPAGES=0 turns it off.
+// with it. So whether huge pages pay is the node's (docs/KNOBS.md): `hsipipe decode --huge-pages off`
+// (set_huge_pages) turns them off for the process.
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -22,6 +23,14 @@
 #include <vector>
 
 namespace hsipipe {
+
+/// Whether BigAllocator's large blocks ask for transparent huge pages (process-wide; on by default).
+inline std::atomic<bool>& huge_pages_flag() noexcept {
+  static std::atomic<bool> on{true};
+  return on;
+}
+/// Turns huge pages on or off for the blocks allocated from now on (decode's --huge-pages).
+inline void set_huge_pages(bool on) noexcept { huge_pages_flag().store(on, std::memory_order_relaxed); }
 
 template <class T>
 struct BigAllocator {
@@ -67,13 +76,7 @@ struct BigAllocator {
     if (p == MAP_FAILED) throw std::bad_alloc();
     return p;
   }
-  static bool huge_pages() noexcept {
-    static const bool on = [] {
-      const char* e = std::getenv("HSIPIPE_HUGEPAGES");
-      return !(e && e[0] == '0' && e[1] == '\0');
-    }();
-    return on;
-  }
+  static bool huge_pages() noexcept { return huge_pages_flag().load(std::memory_order_relaxed); }
   template <class U>
   bool operator==(const BigAllocator<U>&) const noexcept { return true; }
 };

@@ -1,9 +1,7 @@
 #pragma once
 // core/fd: a file opened read-only, closed on destruction, with a pread loop that reads exactly the bytes
-// asked for (EINTR retried; a short file is an IoError naming it); a read-only shared mapping of a file's
-// bytes. Rank-local.
+// asked for (EINTR retried; a short file is an IoError naming it). Rank-local.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,31 +40,6 @@ class ReadFile {
  private:
   std::string path_;
   int fd_ = -1;
-};
-
-/// A read-only shared mapping of bytes [offset, offset + len) of an open file (offset a multiple of the page
-/// size), unmapped on destruction; empty (false) when len is 0 or the file cannot be mapped, and the caller
-/// reads it instead. A page past the file's end, or one the disk cannot read, is SIGBUS when touched.
-class ReadMapping {
- public:
-  ReadMapping(int fd, std::uint64_t offset, std::uint64_t len) {
-    if (len == 0) return;
-    void* p = ::mmap(nullptr, static_cast<std::size_t>(len), PROT_READ, MAP_SHARED, fd, static_cast<off_t>(offset));
-    if (p == MAP_FAILED) return;
-    addr_ = static_cast<const unsigned char*>(p);
-    len_ = len;
-  }
-  ~ReadMapping() {
-    if (addr_) ::munmap(const_cast<unsigned char*>(addr_), static_cast<std::size_t>(len_));
-  }
-  ReadMapping(const ReadMapping&) = delete;
-  ReadMapping& operator=(const ReadMapping&) = delete;
-  const unsigned char* data() const noexcept { return addr_; }
-  explicit operator bool() const noexcept { return addr_ != nullptr; }
-
- private:
-  const unsigned char* addr_ = nullptr;
-  std::uint64_t len_ = 0;
 };
 
 }  // namespace hsipipe

@@ -92,8 +92,7 @@ std::vector<std::uint64_t> xxh3_file_chunks(const std::string& path, std::uint64
   std::vector<std::uint64_t> out;
   if (c0 >= c1) return out;
   const ReadFile f(path);
-  // A file shorter than file_bytes changed since it was described: an IoError naming it, checked before
-  // mapping (a mapped page past the end of the file would be SIGBUS, not an error).
+  // A file shorter than file_bytes changed since it was described: an IoError naming it, checked up front.
   struct stat st{};
   if (::fstat(f.get(), &st) != 0) throw IoError(path, "fstat", errno);
   const std::uint64_t last = std::min(file_bytes, c1 * kHashChunkBytes);
@@ -101,24 +100,13 @@ std::vector<std::uint64_t> xxh3_file_chunks(const std::string& path, std::uint64
     throw IoError(path, "read (unexpected end of file: " + std::to_string(st.st_size) + " bytes, " +
                             std::to_string(file_bytes) + " expected)", EIO);
   // Chunks are read through a buffer that stays in L2 (the copy out of the page cache and the hash are one
-  // pass over memory), or with HSIPIPE_HASH_PREAD=0 hashed where they lie in the page cache, mapped (a
-  // file that cannot be mapped is read). The benchmark's 448 MiB scene, from the page cache, one thread:
-  // on one VM 0.14-0.18 s through the buffer, 0.08 s mapped; on a later one (a PVM guest, where mapping
-  // page-cache pages costs a trip to the host per page-table update) the mapping's page faults alone took
-  // 0.19 s, and the benchmark's 1-rank npy decode went from 1.17 to 1.00 s (min of 6 ABBA pairs) with the
-  // buffer (2 Dec 2026): the buffer is the default, as for the ENVI reader.
-  const char* pread_env = std::getenv("HSIPIPE_HASH_PREAD");
-  const bool try_map = pread_env && std::strcmp(pread_env, "0") == 0;
+  // pass over memory). Hashing them mapped instead (HSIPIPE_HASH_PREAD=0 until issue 34, see
+  // docs/KNOBS.md) was faster on one VM (0.08 s against 0.14-0.18 s for the benchmark's 448 MiB scene),
+  // slower on the next (the 1-rank npy decode 1.17 -> 1.00 s with the buffer, 2 Dec 2026), and turned a
+  // file truncated while it was hashed into SIGBUS instead of this IoError.
   std::vector<char> buf;
   for (std::uint64_t c = c0; c < c1; ++c) {
     const std::uint64_t begin = c * kHashChunkBytes, end = std::min(file_bytes, begin + kHashChunkBytes);
-    if (try_map) {
-      const ReadMapping m(f.get(), begin, end - begin);
-      if (m) {
-        out.push_back(xxh3_64(m.data(), static_cast<std::size_t>(end - begin)));
-        continue;
-      }
-    }
     // A buffer that stays in the core's L2: the copy out of the page cache and the hash cost one pass
     buf.resize(kHashBufferBytes);
     Xxh3Stream h;

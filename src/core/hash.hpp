@@ -56,12 +56,8 @@ inline constexpr std::uint64_t kHashChunkBytes = std::uint64_t{16} << 20;
 inline std::uint64_t hash_chunk_count(std::uint64_t file_bytes) {
   return (file_bytes + kHashChunkBytes - 1) / kHashChunkBytes;
 }
-/// XXH3-64 of chunks [c0, c1) of a file of `file_bytes` bytes, read through a buffer (or, with
-/// HSIPIPE_HASH_PREAD=0, hashed where they lie, mapped, when the file can be mapped); throws IoError naming the
-/// path (also when the file is shorter than `file_bytes`: it changed, or shrinks while it is read). Mapped,
-/// as every mapped reader (the ENVI scene's with HSIPIPE_ENVI_PREAD=0 too), a file truncated by another
-/// process while its chunk is being hashed, or a read error of a page not yet in the page cache, ends the
-/// process with SIGBUS instead of an IoError.
+/// XXH3-64 of chunks [c0, c1) of a file of `file_bytes` bytes, read through an L2-sized buffer; throws IoError
+/// naming the path (also when the file is shorter than `file_bytes`: it changed, or shrinks while it is read).
 std::vector<std::uint64_t> xxh3_file_chunks(const std::string& path, std::uint64_t file_bytes, std::uint64_t c0,
                                             std::uint64_t c1);
 /// The file hash from all of its chunk hashes, in order.

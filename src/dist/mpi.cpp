@@ -35,9 +35,9 @@ namespace {
 /// messages of MPI_Finalize then wait for the server's delayed ACK, 40 ms per process per run (measured:
 /// MPI_Finalize 44 ms -> 2 ms, `mpiexec -n 1` of an empty MPI program 0.10 s -> 0.05 s). Only loopback
 /// peers are touched, only TCP_NODELAY is set (what MPI's own TCP transports set), and any failure is
-/// ignored: at worst the process keeps the 40 ms. HSIPIPE_KEEP_NAGLE=1 leaves the sockets alone.
+/// ignored: at worst the process keeps the 40 ms. (HSIPIPE_KEEP_NAGLE=1, which left the sockets alone, was
+/// retired in issue 34: nothing needs Nagle there; docs/KNOBS.md.)
 void nodelay_launcher_sockets() noexcept {
-  if (const char* k = std::getenv("HSIPIPE_KEEP_NAGLE"); k && *k && *k != '0') return;
   DIR* d = ::opendir("/proc/self/fd");
   if (!d) return;
   while (const dirent* e = ::readdir(d)) {

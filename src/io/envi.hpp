@@ -8,8 +8,7 @@
 //
 // Decoding: read_rows(r0, r1) reads exactly the byte ranges holding rows [r0, r1) (BSQ: one run per band
 // plane) with pread, in pieces that stay in L2, and converts, byte-swaps and de-interleaves them into
-// float32 BIP. read_rows is const and thread-safe. With HSIPIPE_ENVI_PREAD=0 the data file is memory-mapped
-// read-only (MAP_SHARED) once instead and decoded in place (envi_scene.cpp says why pread is the default).
+// float32 BIP. read_rows is const and thread-safe.
 #include <cstdint>
 #include <optional>
 #include <string>

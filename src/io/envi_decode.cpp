@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-
 #include "core/simd.hpp"
+#include "core/test_hook.hpp"
 
 namespace hsipipe::io {
 
@@ -260,9 +260,8 @@ template <class T>
 Decoder::Fn pick(std::endian order) {
 #if HSIPIPE_X86
   if constexpr (kSimd<T>) {
-    // HSIPIPE_NO_SIMD=1 forces the scalar kernels (tests compare both against SPy).
-    const char* off = std::getenv("HSIPIPE_NO_SIMD");
-    if (simd::have_avx2() && !(off && *off && std::strcmp(off, "0") != 0))
+    // Tests force the scalar kernels with HSIPIPE_TEST_NO_SIMD=1 (and compare both against SPy).
+    if (simd::have_avx2() && !test_switch("HSIPIPE_TEST_NO_SIMD").value_or(false))
       return order == std::endian::native ? &decode<T, false, true> : &decode<T, true, true>;
   }
 #endif

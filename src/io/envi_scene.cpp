@@ -1,5 +1,5 @@
-// io/envi_scene: the ENVI Scene (mmap or pread, then convert + byte-swap + de-interleave to float32
-// BIP) and the ENVI writer.
+// io/envi_scene: the ENVI Scene (pread, then convert + byte-swap + de-interleave to float32 BIP) and the
+// ENVI writer.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,18 +59,12 @@ class EnviScene final : public Scene {
                         "data file size disagrees with header " + files_.header + ": " + dims + ", the file has " +
                             human_bytes(size) + " (" + std::to_string(size - expect) + " extra)");
     }
-    // Access: pread into a scratch buffer that stays in L2 (read_rows), or HSIPIPE_ENVI_PREAD=0 mapped, the
-    // decode kernels reading the page cache in place (tests exercise both). pread is the default because a
-    // mapping's cost is the hypervisor's: touching a 448 MiB scene's page-cache pages through a mapping took
-    // 0.19 s on one development VM (a PVM guest, every page-table update a trip to the host; populated in
-    // one madvise call, 0.18 s) against 0.03 s for pread into a 512 KiB buffer (a C test), and the
-    // benchmark's reader (`hsipipe info --decode-all`, 1 thread) 0.29-0.37 s mapped against 0.11 s with
-    // pread (2 Dec 2026). On the earlier VM of docs/BENCHMARKS.md at a98c2c5 the mapped reader ran at 0.78 of
-    // the page-cache rate; pread was not measured there.
-    const char* pread_env = std::getenv("HSIPIPE_ENVI_PREAD");
-    const bool use_map = pread_env && std::strcmp(pread_env, "0") == 0;
-    map_ = std::make_unique<ReadMapping>(fd_.get(), 0, use_map ? size : 0);
-    // Scenes are decoded front to back in row blocks, mapped or read: let the kernel read ahead generously.
+    // Access: pread into a scratch buffer that stays in L2 (read_rows). A read-only mapping decoded in place
+    // (HSIPIPE_ENVI_PREAD=0 until issue 34) saves at most that copy: 0.03 s for a 448 MiB scene, a 512 KiB
+    // buffer, against 0.19 s for the mapping's page-table updates on the development VM, and the
+    // benchmark's reader (`hsipipe info --decode-all`, 1 thread) ran 0.29-0.37 s mapped against 0.11 s
+    // with pread (2 Dec 2026). docs/KNOBS.md says why the mapped path was retired.
+    // Scenes are decoded front to back in row blocks: let the kernel read ahead generously.
     ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     decoder_ = Decoder(h_.dtype, h_.byte_order == 1 ? std::endian::big : std::endian::little, h_.ignore_value);
   }
@@ -83,7 +77,7 @@ class EnviScene final : public Scene {
   std::optional<double> ignore_value() const override { return h_.ignore_value; }
   std::optional<std::uint64_t> declared_classes() const override { return h_.classes; }
   std::string format() const override { return "ENVI"; }
-  bool uses_hdf5() const override { return false; }  // pread or mmap of the data file, nothing else
+  bool uses_hdf5() const override { return false; }  // pread of the data file, nothing else
   bool rereads_cheaply() const override { return true; }  // raw samples: a read is a conversion at memory speed
   std::vector<std::string> source_files() const override { return {files_.header, files_.data}; }
   std::uint64_t bytes_read() const override { return bytes_read_.load(std::memory_order_relaxed); }
@@ -95,8 +89,7 @@ class EnviScene final : public Scene {
             {"byte order", std::to_string(h_.byte_order) + (h_.byte_order ? " (big-endian)" : " (little-endian)") +
                                (h_.byte_order_given ? "" : ", assumed: key missing")},
             {"header offset", std::to_string(h_.header_offset)},
-            {"data type", std::to_string(h_.data_type)},
-            {"access", *map_ ? "mmap" : "pread"}};
+            {"data type", std::to_string(h_.data_type)}};
   }
 
   void read_rows(std::size_t r0, std::size_t r1, float* out) const override {
@@ -108,12 +101,7 @@ class EnviScene final : public Scene {
     const std::size_t C = h_.samples, B = h_.bands, es = dtype_size(h_.dtype);
     const std::size_t nrows = r1 - r0;
     bytes_read_.fetch_add(static_cast<std::uint64_t>(nrows) * C * B * es, std::memory_order_relaxed);
-    if (*map_) {
-      const unsigned char* base = map_->data() + h_.header_offset;
-      decode_mapped(base, r0, r1, out);
-      return;
-    }
-    // pread: row sub-blocks read into a scratch buffer laid out as the file is (BSQ: one run per band),
+    // Row sub-blocks read into a scratch buffer laid out as the file is (BSQ: one run per band),
     // then decoded from there. BIL/BIP pieces of ~512 KiB (at least one row) stay in L2 between the copy
     // and the decode; BSQ pieces are larger so that each band's run is one long read.
     const std::size_t row_bytes = C * B * es;
@@ -150,15 +138,9 @@ class EnviScene final : public Scene {
     return {};
   }
 
-  void decode_mapped(const unsigned char* base, std::size_t r0, std::size_t r1, float* out) const {
-    const Strides s = file_strides();
-    decoder_(base + r0 * s.row, s, r1 - r0, h_.samples, h_.bands, out, validity_bands());
-  }
-
   EnviFiles files_;
   EnviHeader h_;
   ReadFile fd_;  // after files_: opened from files_.data in the constructor's initialiser list
-  std::unique_ptr<ReadMapping> map_;
   Decoder decoder_;
   mutable std::atomic<std::uint64_t> bytes_read_{0};
 };

@@ -373,11 +373,9 @@ RemoteOptions RemoteOptions::from_env() {
   o.retry_delay_s = env_number("GDAL_HTTP_RETRY_DELAY", o.retry_delay_s, 0, 3600);
   o.timeout_s = static_cast<int>(env_number("GDAL_HTTP_TIMEOUT", o.timeout_s, 1, 86400));
   o.connect_timeout_s = static_cast<int>(env_number("GDAL_HTTP_CONNECTTIMEOUT", o.connect_timeout_s, 1, 3600));
-  if (env("GDAL_CACHEMAX")) {
-    o.block_cache_mb = 0;  // GDAL reads it itself (it also accepts "10%")
-  } else {
-    o.block_cache_mb = static_cast<std::uint64_t>(env_number("HSIPIPE_REMOTE_CACHE_MB", 256, 1, 1 << 24));
-  }
+  // GDAL's own GDAL_CACHEMAX (MiB, or "10%"), which GDAL reads itself, sizes the block cache where it is set;
+  // otherwise the default above (HSIPIPE_REMOTE_CACHE_MB, which only renamed it, was retired in issue 34)
+  if (env("GDAL_CACHEMAX")) o.block_cache_mb = 0;
   o.range_cache_bytes = static_cast<std::uint64_t>(
       env_number("CPL_VSIL_CURL_CACHE_SIZE", static_cast<double>(o.range_cache_bytes), 1 << 20, 1e13));
   o.chunk_bytes = static_cast<std::uint64_t>(

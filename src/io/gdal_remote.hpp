@@ -10,7 +10,7 @@
 // Configuration (process-wide; the usual variables, read from the environment, never logged):
 //   GDAL_HTTP_MAX_RETRY (default 5), GDAL_HTTP_RETRY_DELAY seconds (0.5; GDAL doubles it each try),
 //   GDAL_HTTP_TIMEOUT seconds (60), GDAL_HTTP_CONNECTTIMEOUT seconds (10),
-//   HSIPIPE_REMOTE_CACHE_MB: GDAL's raster block cache (256; a GDAL_CACHEMAX in the environment wins),
+//   GDAL_CACHEMAX: GDAL's raster block cache (MiB or a percentage of RAM; hsipipe's default: 256 MiB),
 //   CPL_VSIL_CURL_CACHE_SIZE bytes: the downloaded-range cache (64 MiB),
 //   CPL_VSIL_CURL_CHUNK_SIZE bytes: the smallest range request (16 KiB).
 //   S3: AWS_S3_ENDPOINT (or AWS_ENDPOINT_URL; an "http://" or "https://" prefix sets AWS_HTTPS),

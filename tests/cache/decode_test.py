@@ -259,7 +259,7 @@ def group_ranks(d):
                         out_s = out + "_blocks" + ov
                         rc, log = decode(hdr, gt, out_s, R, ["--layout", layout, "--backend", backend,
                                                              "--drop-bands", "1-2,39"] + extra,
-                                         env=dict(env, HSIPIPE_TEST_BLOCK_BYTES="24000", HSIPIPE_DECODE_OVERLAP=ov,
+                                         env=dict(env, HSIPIPE_TEST_BLOCK_BYTES="24000", HSIPIPE_TEST_DECODE_OVERLAP=ov,
                                                   HSIPIPE_TEST_PIECE_BYTES="1120", HSIPIPE_TEST_PATCH_PIECE_BYTES="8000"))
                         mode = "overlapped with building" if ov == "1" else "in turn with building"
                         if backend == "npy":
@@ -285,10 +285,18 @@ def group_ranks(d):
                     out_p = out + "_pwrite"
                     rc, log = decode(hdr, gt, out_p, R, ["--layout", layout, "--backend", backend,
                                                          "--drop-bands", "1-2,39"] + extra,
-                                     env=dict(env, HSIPIPE_NPY_PWRITE="1"))
+                                     env=dict(env, HSIPIPE_TEST_NPY_PWRITE="1"))
                     check(rc == 0 and all(open(f, "rb").read() == open(os.path.join(out_p, os.path.basename(f)), "rb").read()
                                           for f in glob.glob(os.path.join(out, "*.npy"))),
-                          "%s npy R=2, HSIPIPE_NPY_PWRITE=1: .npy files byte-identical to the mapped path" % name)
+                          "%s npy R=2, HSIPIPE_TEST_NPY_PWRITE=1: .npy files byte-identical to the mapped path" % name)
+                    # the working buffers without transparent huge pages: the same bytes
+                    out_h = out + "_nohuge"
+                    rc, log = decode(hdr, gt, out_h, R, ["--layout", layout, "--backend", backend,
+                                                         "--drop-bands", "1-2,39", "--huge-pages", "off"] + extra,
+                                     env=env)
+                    check(rc == 0 and all(open(f, "rb").read() == open(os.path.join(out_h, os.path.basename(f)), "rb").read()
+                                          for f in glob.glob(os.path.join(out, "*.npy"))),
+                          "%s npy R=2, --huge-pages off: .npy files byte-identical to the default" % name, log)
                 if backend == "npy":
                     files = sorted(glob.glob(os.path.join(out, "*.npy")))
                     r1 = os.path.join(d, "c_%s_npy_1" % name)
@@ -316,7 +324,7 @@ def group_ranks(d):
     out_i = os.path.join(d, "c_patch_h5input_2")
     rc, log = decode(h5in + ":/cube", gt, out_i, 2, ["--layout", "patch", "--patch", "5", "--backend", "h5",
                                                       "--dtype", "float16", "--drop-bands", "1-2,39"],
-                     env={"HSIPIPE_TEST_BLOCK_BYTES": "24000", "HSIPIPE_DECODE_OVERLAP": "1"})
+                     env={"HSIPIPE_TEST_BLOCK_BYTES": "24000", "HSIPIPE_TEST_DECODE_OVERLAP": "1"})
     ok = rc == 0 and "in turn with building" in log
     if ok:
         a, b = load_arrays(out_i)[1], load_arrays(os.path.join(d, "c_patch_h5_1"))[1]
@@ -342,8 +350,8 @@ def group_ranks(d):
             "--dtype", "float16", "--drop-bands", "1-2,39"]
     e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", HSIPIPE_TEST_BLOCK_BYTES="24000")
     try:
-        p = subprocess.run([MPIEXEC, "--oversubscribe", "-n", "1", "env", "HSIPIPE_DECODE_OVERLAP=1", BIN] + args +
-                           [":", "-n", "1", "env", "HSIPIPE_DECODE_OVERLAP=0", BIN] + args,
+        p = subprocess.run([MPIEXEC, "--oversubscribe", "-n", "1", "env", "HSIPIPE_TEST_DECODE_OVERLAP=1", BIN] + args +
+                           [":", "-n", "1", "env", "HSIPIPE_TEST_DECODE_OVERLAP=0", BIN] + args,
                            capture_output=True, text=True, env=e, timeout=120)
         log, rc = p.stdout + p.stderr, p.returncode
     except subprocess.TimeoutExpired:
@@ -353,9 +361,9 @@ def group_ranks(d):
         a, b = load_arrays(out_m)[1], load_arrays(os.path.join(d, "c_pixel_h5_1"))[1]
         ok = all(np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes() for k in ("samples", "labels", "coords"))
     check(ok, "h5 R=2, one rank asking to overlap and one not: both write in turn, same bytes", log)
-    # Without HSIPIPE_DECODE_OVERLAP, a rank overlaps only when it may use a second CPU (its affinity mask)
+    # Without HSIPIPE_TEST_DECODE_OVERLAP, a rank overlaps only when it may use a second CPU (its affinity mask)
     e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", HSIPIPE_TEST_BLOCK_BYTES="24000")
-    e.pop("HSIPIPE_DECODE_OVERLAP", None)
+    e.pop("HSIPIPE_TEST_DECODE_OVERLAP", None)
     for bind, want in (("core", "in turn with building"),
                        ("none", "overlapped with building" if len(os.sched_getaffinity(0)) >= 2 else "in turn with building")):
         out_b = os.path.join(d, "c_bind_" + bind)
@@ -1337,7 +1345,7 @@ def group_tiled(d):
 
 def group_salinas(d):
     """The shipped config/salinas_a.ini (../shared/data/SalinasA.mat, MATLAB v5) decodes, run from the project
-    root as the README says, to what scipy.io.loadmat + numpy compute: bands 108-112, 154-167, 224 dropped,
+    root as docs/ACCURACY.md says, to what scipy.io.loadmat + numpy compute: bands 108-112, 154-167, 224 dropped,
     z-score over the labeled pixels, 5 x 5 reflect patches in float32; 1 and 3 ranks give one cache. Without
     the data the group skips, except under CI=true, where it fails."""
     import scipy.io

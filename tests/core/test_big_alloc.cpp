@@ -63,3 +63,19 @@ TEST_CASE("BigFloats: a block given back is no longer mapped") {
   }
   CHECK(vm_flags_of(p).empty());
 }
+
+TEST_CASE("BigFloats: with huge pages off (decode --huge-pages off) large blocks are mapped without the mark") {
+  hsipipe::set_huge_pages(false);
+  {
+    hsipipe::BigFloats v(3'000'001);
+    std::iota(v.begin(), v.end(), 0.0f);
+    CHECK(v.back() == 3'000'000.0f);
+    const std::string flags = vm_flags_of(v.data());
+    INFO(flags);
+    CHECK_FALSE(flags.empty());                       // its own mapping, given back whole
+    CHECK(flags.find(" hg") == std::string::npos);    // not marked for huge pages
+  }
+  hsipipe::set_huge_pages(true);
+  hsipipe::BigFloats w(3'000'001);
+  CHECK(reinterpret_cast<std::uintptr_t>(w.data()) % (2u << 20) == 0);  // on again for later blocks
+}

@@ -1,5 +1,5 @@
 // ENVI reader: header grammar, file discovery, bad input (typed errors naming file and field, non-zero
-// exit from the CLI), row blocks and thread-safety, both access paths (mmap, pread), the writer, and a
+// exit from the CLI), row blocks and thread-safety, the SIMD and the scalar kernels, the writer, and a
 // bounded random-mutation fuzz of the header parser. Bit-exactness against SPy is in
 // envi_spy_compare.py.
 #include <catch2/catch.hpp>
@@ -276,21 +276,14 @@ TEST_CASE("ENVI writer and reader agree for every type, interleave and byte orde
         const bool is_unsigned = t == DType::u8 || t == DType::u16 || t == DType::u32 || t == DType::u64;
         if (is_unsigned)
           for (float& x : expect) x = std::max(0.0f, x);
-        for (const char* mode : {"0", "1"}) for (const char* nosimd : {"0", "1"}) {
-          ::setenv("HSIPIPE_ENVI_PREAD", mode, 1);
-          ::setenv("HSIPIPE_NO_SIMD", nosimd, 1);
+        for (const char* nosimd : {"0", "1"}) {
+          ::setenv("HSIPIPE_TEST_NO_SIMD", nosimd, 1);
           const auto s = open(base + ".hdr");
-          ::unsetenv("HSIPIPE_NO_SIMD");
-          INFO(dtype_name(t) << " " << interleave_name(il) << " byte order " << bo << " pread=" << mode
-                             << " no-simd=" << nosimd);
+          ::unsetenv("HSIPIPE_TEST_NO_SIMD");
+          INFO(dtype_name(t) << " " << interleave_name(il) << " byte order " << bo << " no-simd=" << nosimd);
           CHECK(s->source_type() == t);
           CHECK(decode_all(*s) == expect);
-          bool pread = false;
-          for (const auto& [k, val] : s->details())
-            if (k == "access") pread = val == "pread";
-          CHECK(pread == (std::string(mode) == "1"));
         }
-        ::unsetenv("HSIPIPE_ENVI_PREAD");
       }
     }
   }
@@ -302,8 +295,8 @@ TEST_CASE("ENVI row blocks equal the full decode, also from concurrent threads",
   std::vector<float> v(R * C * B);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(static_cast<int>((i * 2654435761u) % 60001) - 30000);
   for (Interleave il : {Interleave::bsq, Interleave::bil, Interleave::bip}) {
-    for (const char* mode : {"0", "1"}) {
-      INFO(interleave_name(il) << " pread=" << mode);
+    for (const char* nosimd : {"0", "1"}) {
+      INFO(interleave_name(il) << " no-simd=" << nosimd);
       EnviHeader h;
       h.samples = C;
       h.lines = R;
@@ -311,13 +304,13 @@ TEST_CASE("ENVI row blocks equal the full decode, also from concurrent threads",
       h.dtype = DType::i16;
       h.interleave = il;
       h.byte_order = 1;
-      const std::string base = d.str(std::string(interleave_name(il)) + mode);
+      const std::string base = d.str(std::string(interleave_name(il)) + nosimd);
       EnviWriter w(base + ".hdr", base + ".img", h);
       w.write_rows(0, R, v.data());
       w.commit();
-      ::setenv("HSIPIPE_ENVI_PREAD", mode, 1);
+      ::setenv("HSIPIPE_TEST_NO_SIMD", nosimd, 1);
       const auto s = open(base + ".img");
-      ::unsetenv("HSIPIPE_ENVI_PREAD");
+      ::unsetenv("HSIPIPE_TEST_NO_SIMD");
       REQUIRE(decode_all(*s) == v);
       std::mt19937 g(7);
       for (int k = 0; k < 40; ++k) {
