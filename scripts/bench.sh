@@ -3,6 +3,7 @@
 # benchmark page (docs/BENCHMARKS.md): the ratios against the issues' targets and a throughput plot
 # (docs/benchmarks.png) first, then every figure next to the baseline measured in the same run and a machine
 # description; every input of the page, every repeat included, goes to docs/benchmarks.json.
+# and the whole-scene mapping benchmark (bench_predict.sh; BENCH_PREDICT_ROWS/COLS, default 1024 x 1024).
 # Not a test. Run it on a quiet machine: the figures are only as good as the machine is idle (the page
 # records the load average before the first benchmark, and says so when the machine was busy).
 #
@@ -100,6 +101,8 @@ step decode scripts/bench_decode.sh
 step loader scripts/bench_loader.sh
 OUT="$WORK/train-run" step train scripts/bench_train.sh
 step cv scripts/bench_cv.sh
+OUT="$WORK/predict-run" ROWS=${BENCH_PREDICT_ROWS:-1024} COLS=${BENCH_PREDICT_COLS:-1024} step predict scripts/bench_predict.sh
+rm -rf "$WORK/predict-run"
 if [ "$REMOTE" = 1 ]; then
   # shellcheck disable=SC2086  # BENCH_REMOTE_SIZE is "ROWS COLS BANDS" (bench_remote.sh's arguments)
   BENCH_DIR="$WORK/remote-run" step remote scripts/bench_remote.sh ${BENCH_REMOTE_SIZE:-}
@@ -110,7 +113,7 @@ rm -rf "$WORK/train-run"
 # what the page must say about this run: duration, load at the end, sizes overridden by the environment
 "$PY" - "$WORK/run.json" "$T0" "$WORK/steal.txt" <<'PY'
 import json, os, sys, time
-keys = ("BENCH_ROWS", "BENCH_COLS", "BENCH_BANDS", "BENCH_REPEAT", "BENCH_DECODE_REPEAT", "BENCH_BATCHES", "BENCH_EPOCHS",
+keys = ("BENCH_PREDICT_ROWS", "BENCH_PREDICT_COLS", "BENCH_ROWS", "BENCH_COLS", "BENCH_BANDS", "BENCH_REPEAT", "BENCH_DECODE_REPEAT", "BENCH_BATCHES", "BENCH_EPOCHS",
         "BENCH_LABELED_FRACTION", "BENCH_REMOTE_SIZE", "ROWS", "COLS", "BANDS", "EPOCHS", "BATCH", "THREADS")
 steal = {}
 if os.path.exists(sys.argv[3]):

@@ -280,7 +280,7 @@ def steal_sentence(run, m):
             + ", ".join(parts) + ".")
 
 
-INPUTS = ("machine", "run", "decode", "loader", "train", "cv")
+INPUTS = ("machine", "run", "decode", "loader", "train", "cv", "predict")
 
 
 def load(work, name):
@@ -569,6 +569,9 @@ def report(args, data):
               "C library (GDAL's DEFLATE), so the speed-up is what decoding once instead of five times buys; the "
               "accuracies differ a little because the mini-batch orders differ.", ""]
 
+    # ---- whole-scene maps (issue 33)
+    predict = predict_section(inp.get("predict"), T, args)
+
     # ---- remote scenes
     remote = remote_section(args, data)
 
@@ -617,7 +620,7 @@ def report(args, data):
                "(`scripts/bench.sh --remote` measures it again; it needs nginx)."), ""]
     out += machine_section(m) + [""]
     # the GPU node's section: measured on a device machine by scripts/device_check.sh, kept from the last page
-    out += S + remote + kept_section(args.remote_from, GPU_HEADING)
+    out += S + predict + remote + kept_section(args.remote_from, GPU_HEADING)
     with open(args.out, "w") as fh:
         fh.write("\n".join(out).rstrip() + "\n")
     if args.json:
@@ -627,6 +630,30 @@ def report(args, data):
 
 
 GPU_HEADING = "## GPU node (issue 32)"
+PREDICT_HEADING = "## Whole-scene maps (issue 33)"
+
+
+def predict_section(pr, T, args):
+    """bench_predict.sh's figures and targets, or (when it did not run) the section of --remote-from kept verbatim."""
+    if not pr:
+        return kept_section(args.remote_from, PREDICT_HEADING)
+    rows = ["| model | pixels | hsipipe 1 rank px/s | hsipipe 2 ranks px/s | script px/s | hsipipe / script | 2 ranks / 1 | GPU px/s "
+            "| maps agree |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, v in pr["models"].items():
+        T.add("33", f"predict {name}: hsipipe 1 rank / PyTorch script (CPU)", v["ratio_vs_script"], ">=", 3)
+        T.add("33", f"predict {name}: 2 ranks / 1 rank", v["ratio_2_over_1"], ">=", 1.7)
+        gpu = "-" if v.get("gpu_px_s") is None else f0(v["gpu_px_s"])
+        rows.append(f"| {name} | {v['pixels']:,} | {f0(v['hsipipe_1_rank_px_s'])} | {f0(v['hsipipe_2_ranks_px_s'])} | "
+                    f"{f0(v['script_px_s'])} | {v['ratio_vs_script']:.2f}x | {v['ratio_2_over_1']:.2f}x | {gpu} | "
+                    f"{v['maps_agree']:.4f} |")
+    return [PREDICT_HEADING, "",
+            f"`scripts/bench_predict.sh`: `hsipipe predict --fold 0` maps a {pr['scene']} int16 synthetic scene (ENVI) with "
+            "models trained for one epoch on a smaller scene of the same sensor (`hu1d` on all bands; `hybridsn` on 9 x 9 "
+            "patches of 30 principal components) and exported with `hsipipe export`; the baseline, "
+            "`scripts/py_predict_baseline.py`, is the PyTorch script a user writes with that export (SPy load, numpy "
+            "normalisation with the same statistics, batched inference with the same weights, torch threads = cores). "
+            "Whole runs, process start to the map on disk; `maps agree` is the fraction of pixels where the two maps are "
+            "equal.", ""] + rows + [""]
 
 
 def remote_section(args, data):
