@@ -1,17 +1,23 @@
 #include "cache/publish.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
+#include <iostream>
 #include <system_error>
 
 #include "cache/stage.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/test_hook.hpp"
 
 namespace hsipipe::cache {
 
@@ -132,6 +138,88 @@ std::string destination_path(const std::string& out, bool* followed_link) {
   }
   if (stdfs::is_symlink(p)) throw IoError(out, "resolving the symbolic link (too many levels)", ELOOP);
   return p.string();
+}
+
+std::string iso_time_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string parent_dir(const std::string& path) {
+  auto p = std::filesystem::absolute(path).parent_path();
+  return p.string();
+}
+
+void fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+LockFile::LockFile(const std::string& path, Mode mode) : path_(path), shared_(mode == Mode::read_only) {
+  fd_ = fs::lock_lock_file(path, (shared_ ? LOCK_SH : LOCK_EX) | LOCK_NB, !shared_);
+  if (fd_ < 0 && shared_ && errno == ENOENT) return;
+  if (fd_ < 0) {
+    const int e = errno;
+    if (e != EWOULDBLOCK) throw IoError(path, "open lock file", e);
+    std::string holder;
+    try {
+      holder = fs::read_text(path);
+    } catch (const Error&) {
+    }
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    throw Error(path + ": another decode is building this cache now (lock held by " +
+                (holder.empty() ? std::string("an unknown process") : holder) +
+                "); wait for it or remove nothing and retry later");
+  }
+  if (shared_) return;
+  const std::string me = "pid " + std::to_string(::getpid()) + " on host " + fs::node_name() + " since " + iso_time_now() + "\n";
+  if (::ftruncate(fd_, 0) == 0) {
+    if (::pwrite(fd_, me.data(), me.size(), 0) < 0) { /* informational only */ }
+  }
+}
+
+LockFile::~LockFile() { fs::unlock_lock_file(path_, fd_, !shared_); }
+
+void publish_dir(const std::string& tmp, const std::string& out) {
+  const auto remove_old = [](const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (ec) std::cerr << "decode: warning: the replaced cache " << dir << " could not be removed: " << ec.message() << "\n";
+  };
+  if (!std::filesystem::exists(out)) {
+    std::filesystem::rename(tmp, out);
+    fsync_dir(parent_dir(out));
+    return;
+  }
+  // HSIPIPE_TEST_NO_EXCHANGE=1: the two renames, as on a file system without the exchange (tests)
+  const bool exchange = test_value("HSIPIPE_TEST_NO_EXCHANGE", 0) == 0;
+  if (exchange) {
+    const int rc = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE);
+    const int e = errno;
+    if (rc == 0) {
+      fsync_dir(parent_dir(out));
+      remove_old(tmp);
+      return;
+    }
+    if (e != EINVAL && e != ENOSYS && e != ENOTSUP) throw IoError(out, "renameat2 (exchange with " + tmp + ")", e);
+  }
+  const std::string old = job_copy_name(out, "old");
+  std::filesystem::rename(out, old);
+  try {
+    std::filesystem::rename(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::rename(old, out, ec);
+    throw;
+  }
+  fsync_dir(parent_dir(out));
+  remove_old(old);
 }
 
 }  // namespace hsipipe::cache

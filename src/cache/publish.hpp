@@ -1,7 +1,8 @@
 #pragma once
 // publish: the names and rules shared by the two commands that publish a directory by rename (decode a
 // cache, stage a copy of one): a job's temporary and replaced copies, what may be replaced, and where a
-// destination really is. Rank-local.
+// destination really is; decode's lock file (LockFile) and its publishing rename (publish_dir). Rank-local:
+// decode calls the lock and publish_dir on rank 0 only.
 #include <functional>
 #include <string>
 #include <vector>
@@ -39,5 +40,44 @@ void refuse_foreign_entries(const std::string& dir, const std::string& what);
 /// then replaces the target, and its lock is the target's lock, whichever name the job was given).
 /// `followed_link`, when given, is told whether a link was followed.
 std::string destination_path(const std::string& out, bool* followed_link = nullptr);
+
+/// The current UTC time as 2026-12-05T10:00:00Z (lock files, manifests).
+std::string iso_time_now();
+
+/// The absolute path of `path`'s parent directory.
+std::string parent_dir(const std::string& path);
+
+/// fsync of directory `dir` (its entries durable); errors are ignored (best effort after a rename).
+void fsync_dir(const std::string& dir);
+
+/// flock()-based lock file PATH.lock, held by rank 0 for the whole decode and removed when it ends
+/// (fs::lock_lock_file: a refused or finished decode leaves none beside the cache). The kernel releases it
+/// when the process dies (kill -9 included); that file stays until the next decode of PATH.
+class LockFile {
+ public:
+  enum class Mode { build, read_only };
+  /// build: an exclusive lock, the file holding who holds it. Throws IoError when the file cannot be
+  /// opened, Error naming the holder when another decode holds it.
+  /// read_only: for checking a cache where the lock file cannot be created. A shared lock on the lock file
+  /// when it exists (read-only descriptor), so that a decode building there now (exclusive) is seen, and
+  /// holds off while the cache is compared; none when there is no lock file (no decode ever built there).
+  explicit LockFile(const std::string& path, Mode mode = Mode::build);
+  ~LockFile();
+  LockFile(const LockFile&) = delete;
+  LockFile& operator=(const LockFile&) = delete;
+
+ private:
+  std::string path_;
+  bool shared_ = false;
+  int fd_ = -1;
+};
+
+/// Publishes directory `tmp` as `out` (same parent). When `out` exists (--force), the two are swapped in one
+/// step (renameat2 RENAME_EXCHANGE: at every moment `out` is a whole cache, the old one or the new one) and
+/// the old one, now at `tmp`, is removed; a crash before that leaves it as a `.tmp-*` directory, which the
+/// next decode removes. File systems without the exchange (NFS: EINVAL) get two renames, and the old cache
+/// is put back when the second fails. Once the new cache is in place, failing to remove the old one is a
+/// warning: the job's work is done.
+void publish_dir(const std::string& tmp, const std::string& out);
 
 }  // namespace hsipipe::cache
