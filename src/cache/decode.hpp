@@ -22,6 +22,11 @@
 //    (reuse / refuse / --force; a PATH holding files a cache does not is never replaced),
 //    builds PATH.tmp-<job> and renames it to PATH after every rank succeeded and the manifest is
 //    written. On any failure every rank exits non-zero and rank 0 removes the temporary directory.
+//
+// decode.cpp runs these steps; each lives in its own unit: decode_plan (options, scenes, sample table,
+// blocks), row_windows (decoded rows and the boundary-row exchange), decode_passes (statistics, PCA),
+// kept_samples, write_pass, source_hasher, reuse (reuse / refuse), publish (lock, rename),
+// decode_manifest and decode_report (progress in decode_timing). verify() is verify.cpp.
 #include <cstdint>
 #include <optional>
 #include <string>

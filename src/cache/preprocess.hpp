@@ -1,7 +1,7 @@
 #pragma once
 // cache/preprocess: the per-pixel arithmetic of decode, shared by `decode` and `verify` so a
 // re-decoded sample is bit-identical to the stored one. Everything here is rank-local and pure;
-// the MPI merging lives in decode.cpp and uses these pieces.
+// the MPI merging lives in decode_passes.cpp and uses these pieces.
 //
 // Determinism across rank counts: statistics are accumulated per scene ROW (a row's partial is
 // computed by exactly one rank, pixels left to right, Welford in float64) and the row partials are

@@ -66,14 +66,34 @@ std::vector<std::uint64_t> distinct_picks(std::uint64_t k, std::uint64_t n, std:
 
 }  // namespace
 
-VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
-  VerifyReport rep;
-  const CacheReader c = CacheReader::open(dir);
-  const auto& m = c.manifest();
-  rep.notes.push_back("manifest: format_version " + std::to_string(m.at("format_version").get<int>()) + ", " +
-                      std::to_string(c.n_samples()) + " samples, layout " + layout_name(c.layout()) + ", " +
-                      std::string(dtype_name(c.dtype())) + ", backend " + c.backend());
-  // 1. sources
+namespace {
+
+/// A remote source's identity now (HEAD + the first 64 KiB: size, ETag, Last-Modified, header hash) against
+/// the manifest's entry `s`.
+void check_remote_source(const nlohmann::json& s, VerifyReport& rep) {
+  const std::string p = s.value("path", "");
+  try {
+    const auto id = io::open_scene(io::SceneSpec::parse(p))->source_identity();
+    if (!id) {
+      rep.problems.push_back("source " + p + ": no longer opens as a remote scene");
+      return;
+    }
+    if (id->size != s.value("size", std::uint64_t{0}))
+      rep.problems.push_back("source " + p + ": size " + std::to_string(id->size) + ", manifest says " +
+                             std::to_string(s.value("size", std::uint64_t{0})));
+    for (const char* k : {"etag", "last_modified"}) {
+      const std::string was = s.value(k, ""), now = k[0] == 'e' ? id->etag : id->last_modified;
+      if (!was.empty() && was != now) rep.problems.push_back("source " + p + ": " + k + " " + now + ", manifest says " + was);
+    }
+    if (id->content_hash != s.value("xxh3", ""))
+      rep.problems.push_back("source " + p + ": content hash " + id->content_hash + ", manifest says " + s.value("xxh3", ""));
+  } catch (const Error& e) {
+    rep.problems.push_back("source " + p + ": " + e.what());
+  }
+}
+
+/// 1. The manifest's sources against the files and objects now.
+void check_sources(const nlohmann::json& m, const VerifyOptions& opts, VerifyReport& rep) {
   int checked = 0;
   for (const auto& s : m.at("sources")) {
     if (!s.is_object()) {  // decode writes {path, size, ...}; anything else describes no file
@@ -81,26 +101,7 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
       continue;
     }
     if (!s.value("remote", false)) continue;  // local sources: local_sources_now, below
-    const std::string p = s.value("path", "");
-    // Re-read the identity (HEAD + the first 64 KiB): size, ETag, Last-Modified, header hash.
-    try {
-      const auto id = io::open_scene(io::SceneSpec::parse(p))->source_identity();
-      if (!id) {
-        rep.problems.push_back("source " + p + ": no longer opens as a remote scene");
-      } else {
-        if (id->size != s.value("size", std::uint64_t{0}))
-          rep.problems.push_back("source " + p + ": size " + std::to_string(id->size) + ", manifest says " +
-                                 std::to_string(s.value("size", std::uint64_t{0})));
-        for (const char* k : {"etag", "last_modified"}) {
-          const std::string was = s.value(k, ""), now = k[0] == 'e' ? id->etag : id->last_modified;
-          if (!was.empty() && was != now) rep.problems.push_back("source " + p + ": " + k + " " + now + ", manifest says " + was);
-        }
-        if (id->content_hash != s.value("xxh3", ""))
-          rep.problems.push_back("source " + p + ": content hash " + id->content_hash + ", manifest says " + s.value("xxh3", ""));
-      }
-    } catch (const Error& e) {
-      rep.problems.push_back("source " + p + ": " + e.what());
-    }
+    check_remote_source(s, rep);
     ++checked;
   }
   for (const auto& now : local_sources_now(m.at("sources"), opts.deep)) {
@@ -125,22 +126,13 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
         rep.problems.push_back("manifest sources: " + p + " (params.scenes, scene '" + s.value("name", "") +
                                "') is not among the sources, so it cannot be checked");
     }
-  // 2. checksum
-  const std::string cs = compute_data_checksum(c);
-  if (cs != c.data_checksum())
-    rep.problems.push_back("data checksum: recomputed " + cs + ", manifest says " + c.data_checksum());
-  else
-    rep.notes.push_back("data checksum " + cs + ": matches");
-  // 3. random items re-decoded
-  if (opts.samples == 0) return rep;
-  const auto& params = m.at("params");
-  const Preprocessor pre = preprocessor_from(m, dir + "/manifest.json");
-  const Border border = border_from_name(m.value("border", "reflect"));
-  const int p = c.patch();
-  const Layout layout = c.layout();
-  const DType dt = c.dtype();
-  std::vector<std::unique_ptr<io::Scene>> scenes;
-  std::vector<std::optional<io::LabelImage>> labels;
+}
+
+/// The cache's scenes and label rasters opened again for re-decoding, as decode read them; false (with
+/// the problem in `rep`) when one cannot be.
+bool open_sources(const std::string& dir, const nlohmann::json& params, const Preprocessor& pre,
+                  std::vector<std::unique_ptr<io::Scene>>& scenes, std::vector<std::optional<io::LabelImage>>& labels,
+                  VerifyReport& rep) {
   for (const auto& s : params.at("scenes")) {
     io::SceneSpec spec{s.at("path").get<std::string>(), s.value("variable", ""), s.value("axes", "hwb")};
     spec.role = io::SceneSpec::Role::scene;
@@ -149,12 +141,12 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
       scenes.push_back(io::open_scene(spec));
     } catch (const Error& e) {
       rep.problems.push_back("scene " + spec.str() + ": cannot be opened for re-decoding: " + e.what());
-      return rep;
+      return false;
     }
     const std::size_t nb = scenes.back()->bands();
     if (std::any_of(pre.kept.begin(), pre.kept.end(), [&](int b) { return static_cast<std::size_t>(b) >= nb; })) {
       rep.problems.push_back("scene " + spec.str() + ": has " + std::to_string(nb) + " bands, fewer than the cache's kept bands need");
-      return rep;
+      return false;
     }
     // as decode decided validity: by the kept bands (caches before "validity_bands": by every band)
     if (params.value("validity_bands", "all") == "kept") scenes.back()->set_validity_bands(band_flags(pre.kept, nb));
@@ -164,68 +156,121 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
         labels.push_back(io::read_labels(ls));
       } catch (const Error& e) {
         rep.problems.push_back("labels " + ls.str() + ": cannot be read for re-decoding: " + e.what());
-        return rep;
+        return false;
       }
     } else {
       labels.emplace_back();
     }
   }
-  const SampleTable t = c.read_sample_table();
-  std::mt19937_64 rng(opts.seed);
+  return true;
+}
+
+/// What re-decoding compares against: the cache, its transform, the reopened sources.
+struct Redecode {
+  const CacheReader& c;
+  const Preprocessor& pre;
+  const SampleTable& t;
+  const std::vector<std::unique_ptr<io::Scene>>& scenes;
+  const std::vector<std::optional<io::LabelImage>>& labels;
+  Border border;
   std::uint64_t compared = 0, bad = 0;
-  if (layout == Layout::cube) {
-    std::uint64_t total_rows = 0;
-    for (const auto& s : t.scenes) total_rows += s.rows;
-    for (std::uint64_t g : distinct_picks(std::min<std::uint64_t>(opts.samples, total_rows), total_rows, rng)) {
-      int s = 0;
-      while (g >= t.scenes[static_cast<std::size_t>(s)].rows) g -= t.scenes[static_cast<std::size_t>(s++)].rows;
-      const RowWindow w = transformed_rows(*scenes[static_cast<std::size_t>(s)], pre, g, g + 1);
-      std::vector<char> mine(w.data.size() * dtype_size(dt));
-      store_values(w.data.data(), w.data.size(), dt, mine.data());
-      const auto stored = read_items_raw(c, g, g + 1, s);
-      ++compared;
-      if (stored != mine) {
-        ++bad;
-        rep.problems.push_back("cube row " + std::to_string(g) + " of scene " + std::to_string(s) +
-                               ": stored values differ from a fresh decode (max |diff| " +
-                               std::to_string(max_abs_diff(stored, mine, dt)) + ")");
-      }
-    }
-  } else {
-    const std::uint64_t N = c.n_samples();
-    const int h = layout == Layout::patch ? p / 2 : 0;
-    for (const std::uint64_t i : distinct_picks(std::min<std::uint64_t>(opts.samples, N), N, rng)) {
-      const auto s = static_cast<std::size_t>(t.scene[i]);
-      const auto r = static_cast<std::size_t>(t.row[i]), col = static_cast<std::size_t>(t.col[i]);
-      const auto& sc = *scenes.at(s);
-      if (labels[s] && labels[s]->at(r, col) != t.label[i])
-        rep.problems.push_back("sample " + std::to_string(i) + ": label " + std::to_string(t.label[i]) +
-                               " but the label raster says " + std::to_string(labels[s]->at(r, col)));
-      const std::size_t rr0 = r >= static_cast<std::size_t>(h) ? r - static_cast<std::size_t>(h) : 0;
-      const std::size_t rr1 = std::min(sc.rows(), r + static_cast<std::size_t>(h) + 1);
-      const RowWindow w = transformed_rows(sc, pre, rr0, rr1);
-      std::vector<float> f;
-      if (layout == Layout::pixel) {
-        f.assign(w.pixel(r, col), w.pixel(r, col) + w.bands);
-      } else {
-        f.resize(static_cast<std::size_t>(w.bands) * static_cast<std::size_t>(p) * static_cast<std::size_t>(p));
-        cut_patch(w, r, col, p, border, f.data());
-      }
-      std::vector<char> mine(f.size() * dtype_size(dt));
-      store_values(f.data(), f.size(), dt, mine.data());
-      const auto stored = read_items_raw(c, i, i + 1);
-      ++compared;
-      if (stored != mine) {
-        ++bad;
-        rep.problems.push_back("sample " + std::to_string(i) + " (scene " + std::to_string(s) + ", row " +
-                               std::to_string(r) + ", col " + std::to_string(col) +
-                               "): stored values differ from a fresh decode (max |diff| " +
-                               std::to_string(max_abs_diff(stored, mine, dt)) + ")");
-      }
+};
+
+/// The cube layout: random rows re-decoded.
+void redecode_cube_rows(Redecode& d, const VerifyOptions& opts, std::mt19937_64& rng, VerifyReport& rep) {
+  const DType dt = d.c.dtype();
+  std::uint64_t total_rows = 0;
+  for (const auto& s : d.t.scenes) total_rows += s.rows;
+  for (std::uint64_t g : distinct_picks(std::min<std::uint64_t>(opts.samples, total_rows), total_rows, rng)) {
+    int s = 0;
+    while (g >= d.t.scenes[static_cast<std::size_t>(s)].rows) g -= d.t.scenes[static_cast<std::size_t>(s++)].rows;
+    const RowWindow w = transformed_rows(*d.scenes[static_cast<std::size_t>(s)], d.pre, g, g + 1);
+    std::vector<char> mine(w.data.size() * dtype_size(dt));
+    store_values(w.data.data(), w.data.size(), dt, mine.data());
+    const auto stored = read_items_raw(d.c, g, g + 1, s);
+    ++d.compared;
+    if (stored != mine) {
+      ++d.bad;
+      rep.problems.push_back("cube row " + std::to_string(g) + " of scene " + std::to_string(s) +
+                             ": stored values differ from a fresh decode (max |diff| " +
+                             std::to_string(max_abs_diff(stored, mine, dt)) + ")");
     }
   }
-  rep.notes.push_back(std::to_string(compared) + (layout == Layout::cube ? " cube rows" : " samples") +
-                      " re-decoded from the sources: " + std::to_string(compared - bad) + " identical");
+}
+
+/// The pixel and patch layouts: random samples re-decoded, and their labels compared with the rasters.
+void redecode_samples(Redecode& d, const VerifyOptions& opts, std::mt19937_64& rng, VerifyReport& rep) {
+  const DType dt = d.c.dtype();
+  const Layout layout = d.c.layout();
+  const int p = d.c.patch();
+  const auto& t = d.t;
+  const std::uint64_t N = d.c.n_samples();
+  const int h = layout == Layout::patch ? p / 2 : 0;
+  for (const std::uint64_t i : distinct_picks(std::min<std::uint64_t>(opts.samples, N), N, rng)) {
+    const auto s = static_cast<std::size_t>(t.scene[i]);
+    const auto r = static_cast<std::size_t>(t.row[i]), col = static_cast<std::size_t>(t.col[i]);
+    const auto& sc = *d.scenes.at(s);
+    if (d.labels[s] && d.labels[s]->at(r, col) != t.label[i])
+      rep.problems.push_back("sample " + std::to_string(i) + ": label " + std::to_string(t.label[i]) +
+                             " but the label raster says " + std::to_string(d.labels[s]->at(r, col)));
+    const std::size_t rr0 = r >= static_cast<std::size_t>(h) ? r - static_cast<std::size_t>(h) : 0;
+    const std::size_t rr1 = std::min(sc.rows(), r + static_cast<std::size_t>(h) + 1);
+    const RowWindow w = transformed_rows(sc, d.pre, rr0, rr1);
+    std::vector<float> f;
+    if (layout == Layout::pixel) {
+      f.assign(w.pixel(r, col), w.pixel(r, col) + w.bands);
+    } else {
+      f.resize(static_cast<std::size_t>(w.bands) * static_cast<std::size_t>(p) * static_cast<std::size_t>(p));
+      cut_patch(w, r, col, p, d.border, f.data());
+    }
+    std::vector<char> mine(f.size() * dtype_size(dt));
+    store_values(f.data(), f.size(), dt, mine.data());
+    const auto stored = read_items_raw(d.c, i, i + 1);
+    ++d.compared;
+    if (stored != mine) {
+      ++d.bad;
+      rep.problems.push_back("sample " + std::to_string(i) + " (scene " + std::to_string(s) + ", row " +
+                             std::to_string(r) + ", col " + std::to_string(col) +
+                             "): stored values differ from a fresh decode (max |diff| " +
+                             std::to_string(max_abs_diff(stored, mine, dt)) + ")");
+    }
+  }
+}
+
+/// 3. Random items re-decoded from the sources and compared with the stored bytes.
+void check_redecoded(const std::string& dir, const CacheReader& c, const VerifyOptions& opts, VerifyReport& rep) {
+  const auto& m = c.manifest();
+  const Preprocessor pre = preprocessor_from(m, dir + "/manifest.json");
+  const Border border = border_from_name(m.value("border", "reflect"));
+  std::vector<std::unique_ptr<io::Scene>> scenes;
+  std::vector<std::optional<io::LabelImage>> labels;
+  if (!open_sources(dir, m.at("params"), pre, scenes, labels, rep)) return;
+  const SampleTable t = c.read_sample_table();
+  std::mt19937_64 rng(opts.seed);
+  Redecode d{c, pre, t, scenes, labels, border};
+  if (c.layout() == Layout::cube) redecode_cube_rows(d, opts, rng, rep);
+  else redecode_samples(d, opts, rng, rep);
+  rep.notes.push_back(std::to_string(d.compared) + (c.layout() == Layout::cube ? " cube rows" : " samples") +
+                      " re-decoded from the sources: " + std::to_string(d.compared - d.bad) + " identical");
+}
+
+}  // namespace
+
+VerifyReport verify(const std::string& dir, const VerifyOptions& opts) {
+  VerifyReport rep;
+  const CacheReader c = CacheReader::open(dir);
+  const auto& m = c.manifest();
+  rep.notes.push_back("manifest: format_version " + std::to_string(m.at("format_version").get<int>()) + ", " +
+                      std::to_string(c.n_samples()) + " samples, layout " + layout_name(c.layout()) + ", " +
+                      std::string(dtype_name(c.dtype())) + ", backend " + c.backend());
+  check_sources(m, opts, rep);
+  // 2. checksum
+  const std::string cs = compute_data_checksum(c);
+  if (cs != c.data_checksum())
+    rep.problems.push_back("data checksum: recomputed " + cs + ", manifest says " + c.data_checksum());
+  else
+    rep.notes.push_back("data checksum " + cs + ": matches");
+  if (opts.samples > 0) check_redecoded(dir, c, opts, rep);
   return rep;
 }
 

@@ -97,7 +97,7 @@ class Scene {
 
   /// Whether read_rows() may call into the HDF5 library (MATLAB v7.3 through matio, HDF5 input, GDAL's HDF
   /// drivers). Debian's parallel HDF5 is not thread-safe: such a scene is never read beside another thread's
-  /// HDF5 calls (see cache::Decoder::overlap_writes). True unless a reader knows better.
+  /// HDF5 calls (see cache::overlap_writes, cache/write_pass.cpp). True unless a reader knows better.
   virtual bool uses_hdf5() const { return true; }
 
   /// Whether rows cost the same to decode in any grouping and again: a raw file read in place (ENVI: the
