@@ -63,7 +63,8 @@ stamp "built: $($HS --version)"
 W=/tmp/hsipipe-device-work
 rm -rf "$W" && mkdir -p "$W"
 "$HS" synth --out "$W/scene" --rows 145 --cols 145 --bands 200 --classes 8 --seed 7
-run1() { mpiexec -n 1 "$HS" "$@"; }
+# --bind-to none: Open MPI binds one or two ranks to a core each, and the loader threads would share it
+run1() { mpiexec -n 1 --bind-to none "$HS" "$@"; }
 run1 decode --scene "$W/scene/scene.hdr" --labels "$W/scene/labels.hdr" --layout cube --patch 11 \
   --dtype float16 --normalize zscore --backend npy --out "$W/cube"
 run1 decode --scene "$W/scene/scene.hdr" --labels "$W/scene/labels.hdr" --layout pixel \

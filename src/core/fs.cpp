@@ -143,6 +143,12 @@ std::size_t cpus_available() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+std::size_t threads_per_rank(std::size_t local_ranks) {
+  const std::size_t mask = cpus_available(), node = std::max(1u, std::thread::hardware_concurrency());
+  if (mask < node) return mask;  // bound by the launcher: these CPUs are this rank's
+  return std::max<std::size_t>(1, node / std::max<std::size_t>(1, local_ranks));
+}
+
 std::string hostname() {
   char buf[256] = {};
   ::gethostname(buf, sizeof buf - 1);

@@ -45,4 +45,10 @@ std::string node_name();
 /// CPUs this process may run on (its affinity mask: mpiexec/srun binding), at least 1.
 std::size_t cpus_available();
 
+/// Compute threads for one of `local_ranks` ranks sharing this node: the CPUs the launcher bound this rank to
+/// (mpiexec's default --bind-to core, srun/--map-by slot:PE=N), or, where it bound none (the mask is the whole
+/// node), the node's CPUs divided among its ranks. At least 1. Two torch threads on one bound core run slower
+/// than one (1-rank hybridsn predict under `mpiexec -n 1`: 3.85 s at 99% CPU with two, against 3.67 s with one).
+std::size_t threads_per_rank(std::size_t local_ranks);
+
 }  // namespace hsipipe::fs

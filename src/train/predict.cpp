@@ -549,7 +549,7 @@ int predict(const PredictOptions& o, const dist::Comm& world, std::ostream& log)
   });
   const RunSpec r = RunSpec::from_json(json::parse(world.bcast_string(text)));
   if (!std::getenv("OMP_NUM_THREADS"))
-    torch::set_num_threads(std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / std::max(1, local.size())));
+    torch::set_num_threads(static_cast<int>(fs::threads_per_rank(static_cast<std::size_t>(local.size()))));
   Models m;
   collective_step(world, "loading the models", [&] { m = load_models(r, o, local); });
   std::vector<SceneInput> scenes(o.scenes.size());

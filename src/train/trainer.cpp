@@ -203,9 +203,13 @@ void set_up(Job& job) {
     if (job.root) prepare_run_dir(job);
   });
   if (!std::getenv("OMP_NUM_THREADS")) {
-    const int hw = std::max(1u, std::thread::hardware_concurrency());
-    torch::set_num_threads(std::max(1, hw / std::max(1, job.local->size())));
+    torch::set_num_threads(static_cast<int>(fs::threads_per_rank(static_cast<std::size_t>(job.local->size()))));
   }
+  const std::size_t cpus = fs::cpus_available();
+  if (job.root && job.opt.threads > 0 && cpus < static_cast<std::size_t>(job.opt.threads) + 1 && cpus < std::thread::hardware_concurrency())
+    job.log << "note: rank 0 may run on " << cpus << " of this node's " << std::thread::hardware_concurrency()
+            << " CPUs (the launcher bound it: mpiexec binds 1-2 ranks to a core each unless --bind-to none or --map-by slot:PE=N), "
+            << "shared by its " << job.opt.threads << " loader threads and the training thread\n";
   if (job.opt.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
   configure_cudnn(job.device, job.opt.deterministic);
 }

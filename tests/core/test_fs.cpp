@@ -1,6 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <linux/magic.h>
+
+#include <algorithm>
+#include <thread>
 #include <sys/vfs.h>
 
 #include "core/fs.hpp"
@@ -32,4 +36,29 @@ TEST_CASE("network_fs_type of a local directory and of a path not yet created") 
   const auto want = hsipipe::fs::network_fs_name(static_cast<unsigned long>(s.f_type));
   CHECK(hsipipe::fs::network_fs_type(dir.str("x")) == want);  // the nearest existing parent
   CHECK(hsipipe::fs::network_fs_type(dir.str("a/b/c")) == want);
+}
+
+// Compute threads per rank: a rank the launcher bound to CPUs uses those; an unbound rank (the mask is the
+// whole node) gets the node's CPUs divided among the node's ranks. Checked by binding this thread itself.
+TEST_CASE("threads_per_rank follows the launcher's binding") {
+  using hsipipe::fs::threads_per_rank;
+  cpu_set_t saved;
+  REQUIRE(::sched_getaffinity(0, sizeof saved, &saved) == 0);
+  const std::size_t node = std::max(1u, std::thread::hardware_concurrency());
+  if (static_cast<std::size_t>(CPU_COUNT(&saved)) == node) {  // unbound (ctest runs it so here)
+    CHECK(threads_per_rank(1) == node);
+    CHECK(threads_per_rank(node) == 1);
+    CHECK(threads_per_rank(4 * node) == 1);
+  }
+  if (node >= 2) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &saved)) { CPU_SET(c, &one); break; }
+    REQUIRE(::sched_setaffinity(0, sizeof one, &one) == 0);
+    const std::size_t bound1 = threads_per_rank(1), bound2 = threads_per_rank(2);
+    REQUIRE(::sched_setaffinity(0, sizeof saved, &saved) == 0);
+    CHECK(bound1 == 1);  // one core: one thread, not the node's count
+    CHECK(bound2 == 1);
+  }
 }
