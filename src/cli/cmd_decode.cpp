@@ -22,7 +22,8 @@ bool uses_axes(const cache::SceneInput& s) {
   return io::opens_as_hdf5(s.scene.path) || (s.labels && io::opens_as_hdf5(s.labels->path));
 }
 
-int run_decode(int argc, char** argv) {
+/// The command's options (also the INI keys of its [decode] section).
+po::options_description decode_options() {
   po::options_description d("decode options");
   d.add_options()
       ("scene", po::value<std::vector<std::string>>()->composing(), "scene PATH[:VAR] (repeatable, in order)")
@@ -46,6 +47,117 @@ int run_decode(int argc, char** argv) {
       ("memory-mb", po::value<std::uint64_t>()->default_value(1024), "per rank: decoded samples or row blocks kept between passes (beyond it they are decoded again; an ENVI scene's pixel and cube rows always are)")
       ("huge-pages", po::value<bool>()->default_value(true, "on"), "on | off: transparent huge pages for large buffers (off where memory is fragmented, docs/KNOBS.md)")
       ("no-progress", po::bool_switch(), "no progress lines");
+  return d;
+}
+
+/// The scenes of the command line's --scene (with --labels and --name paired in order).
+std::vector<cache::SceneInput> command_line_scenes(const po::variables_map& vm, const std::string& axes, const std::string& image_size) {
+  std::vector<cache::SceneInput> out;
+  const auto scenes = vm["scene"].as<std::vector<std::string>>();
+  const auto labels = vm.count("labels") ? vm["labels"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  const auto names = vm.count("name") ? vm["name"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  if (!labels.empty() && labels.size() != scenes.size())
+    throw ConfigError("decode: " + std::to_string(scenes.size()) + " --scene but " + std::to_string(labels.size()) +
+                      " --labels (give one per scene, or none for prediction caches)");
+  if (!names.empty() && names.size() != scenes.size())
+    throw ConfigError("decode: --name must be given once per --scene");
+  for (std::size_t i = 0; i < scenes.size(); ++i) {
+    cache::SceneInput in;
+    in.scene = io::SceneSpec::parse(scenes[i]);
+    in.scene.axes = axes;
+    if (!image_size.empty()) in.scene.set_image_size(image_size, "--image-size");
+    in.name = names.empty() ? std::filesystem::path(in.scene.path).stem().string() : names[i];
+    if (names.empty() && scenes.size() > 1) in.name += "_" + std::to_string(i);
+    if (!labels.empty()) {
+      in.labels = io::SceneSpec::parse(labels[i]);
+      in.labels->axes = axes;
+    }
+    out.push_back(in);
+  }
+  return out;
+}
+
+/// The scenes of the config file's [scene.NAME] sections (paths relative to the working directory, else to the file).
+std::vector<cache::SceneInput> config_scenes(const Parsed& p, const std::string& axes, const std::string& image_size) {
+  const auto& vm = p.vm;
+  std::vector<cache::SceneInput> out;
+  // --labels and --name pair with the command line's --scene, in order: with scenes from the config
+  // they would pair with nothing (they were silently dropped)
+  for (const char* opt : {"labels", "name"})
+    if (vm.count(opt))
+      throw ConfigError(std::string("decode: --") + opt + " needs --scene on the command line" +
+                        (p.config_path.empty() ? std::string()
+                                               : " (the scenes of " + p.config_path + " are its [scene.NAME] sections: set " +
+                                                     (std::string(opt) == "labels" ? "labels = PATH" : "the NAME") + " there)"));
+  const std::string base = p.config_path.empty() ? std::string(".")
+                                                 : std::filesystem::path(p.config_path).parent_path().string();
+  auto resolve = [&](const std::string& v) {
+    io::SceneSpec s = io::SceneSpec::parse(v);
+    if (!s.path.empty() && std::filesystem::path(s.path).is_relative() && s.path.find("://") == std::string::npos &&
+        !std::filesystem::exists(s.path))
+      s = io::SceneSpec::parse((std::filesystem::path(base) / v).string());
+    return s;
+  };
+  for (const auto& [sec, kv] : p.sections) {
+    if (sec.rfind("scene.", 0) != 0)  // a misspelt [scene.NAME] would lose its scene without a word
+      throw ConfigError(p.config_path + ": unknown section [" + sec + "] (scenes are [scene.NAME] sections)");
+    cache::SceneInput in;
+    in.name = sec.substr(6);
+    auto it = kv.find("path");
+    if (it == kv.end()) throw ConfigError(p.config_path + ": section [" + sec + "] has no path");
+    in.scene = resolve(it->second);
+    if (auto v = kv.find("variable"); v != kv.end()) in.scene.variable = v->second;
+    in.scene.axes = kv.count("axes") ? kv.at("axes") : axes;
+    if (auto v = kv.find("image_size"); v != kv.end() || !image_size.empty())
+      in.scene.set_image_size(v != kv.end() ? v->second : image_size,
+                              v != kv.end() ? p.config_path + ": [" + sec + "] image_size" : "--image-size");
+    if (auto l = kv.find("labels"); l != kv.end() && !l->second.empty()) {
+      in.labels = resolve(l->second);
+      if (auto v = kv.find("labels_variable"); v != kv.end()) in.labels->variable = v->second;
+      in.labels->axes = in.scene.axes;
+    }
+    if (kv.count("axes") && !uses_axes(in))
+      throw ConfigError(p.config_path + ": section [" + sec + "]: axes orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and " +
+                        "neither " + in.scene.path + " nor its labels is one");
+    for (const auto& [k, v] : kv)
+      if (k != "path" && k != "labels" && k != "variable" && k != "labels_variable" && k != "axes" && k != "image_size")
+        throw ConfigError(p.config_path + ": section [" + sec + "]: unknown key '" + k +
+                          "' (expected path, labels, variable, labels_variable, axes, image_size)");
+    out.push_back(in);
+  }
+  return out;
+}
+
+/// Every option but the scenes, checked.
+void read_parameters(const po::variables_map& vm, const std::string& axes, cache::DecodeOptions& o) {
+  // --axes orders an HDF5 dataset's dimensions; for any other scene it would be ignored without a word
+  if (!vm["axes"].defaulted() &&
+      std::none_of(o.scenes.begin(), o.scenes.end(), uses_axes))
+    throw ConfigError("--axes " + axes + ": orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and no scene or label file is one");
+  o.drop_bands = vm["drop-bands"].as<std::string>();
+  o.bad_bands_from_header = vm["bad-bands-from-header"].as<bool>();
+  o.ignore_label = vm["ignore-label"].as<int>();
+  o.layout = cache::layout_from_name(vm["layout"].as<std::string>());
+  o.patch = vm["patch"].as<int>();
+  o.border = cache::border_from_name(vm["border"].as<std::string>());
+  const std::string dt = vm["dtype"].as<std::string>();
+  if (dt == "float32") o.dtype = DType::f32;
+  else if (dt == "float16") o.dtype = DType::f16;
+  else throw ConfigError("--dtype: unknown value '" + dt + "' (expected float32 or float16)");
+  o.normalize = cache::normalize_from_name(vm["normalize"].as<std::string>());
+  o.stats_over = cache::stats_over_from_name(vm["stats-over"].as<std::string>());
+  o.pca = vm["pca"].as<int>();
+  o.backend = vm["backend"].as<std::string>();
+  if (!vm.count("out")) throw ConfigError("decode: --out PATH is required");
+  o.out = vm["out"].as<std::string>();
+  o.force = vm["force"].as<bool>();
+  o.memory_bytes = vm["memory-mb"].as<std::uint64_t>() << 20;
+  o.progress = !vm["no-progress"].as<bool>();
+  set_huge_pages(vm["huge-pages"].as<bool>());  // process-wide, not a parameter of the cache
+}
+
+int run_decode(int argc, char** argv) {
+  const po::options_description d = decode_options();
   dist::Environment env(&argc, &argv);
   dist::Comm comm;
   return run_reporting_errors("decode", comm, [&] {
@@ -58,101 +170,10 @@ int run_decode(int argc, char** argv) {
         help = true;
         return;
       }
-      const auto& vm = p.vm;
-      const std::string axes = vm["axes"].as<std::string>();
-      const std::string image_size = vm.count("image-size") ? vm["image-size"].as<std::string>() : std::string();
-      if (vm.count("scene")) {
-        const auto scenes = vm["scene"].as<std::vector<std::string>>();
-        const auto labels = vm.count("labels") ? vm["labels"].as<std::vector<std::string>>() : std::vector<std::string>{};
-        const auto names = vm.count("name") ? vm["name"].as<std::vector<std::string>>() : std::vector<std::string>{};
-        if (!labels.empty() && labels.size() != scenes.size())
-          throw ConfigError("decode: " + std::to_string(scenes.size()) + " --scene but " + std::to_string(labels.size()) +
-                            " --labels (give one per scene, or none for prediction caches)");
-        if (!names.empty() && names.size() != scenes.size())
-          throw ConfigError("decode: --name must be given once per --scene");
-        for (std::size_t i = 0; i < scenes.size(); ++i) {
-          cache::SceneInput in;
-          in.scene = io::SceneSpec::parse(scenes[i]);
-          in.scene.axes = axes;
-          if (!image_size.empty()) in.scene.set_image_size(image_size, "--image-size");
-          in.name = names.empty() ? std::filesystem::path(in.scene.path).stem().string() : names[i];
-          if (names.empty() && scenes.size() > 1) in.name += "_" + std::to_string(i);
-          if (!labels.empty()) {
-            in.labels = io::SceneSpec::parse(labels[i]);
-            in.labels->axes = axes;
-          }
-          o.scenes.push_back(in);
-        }
-      } else {
-        // --labels and --name pair with the command line's --scene, in order: with scenes from the config
-        // they would pair with nothing (they were silently dropped)
-        for (const char* opt : {"labels", "name"})
-          if (vm.count(opt))
-            throw ConfigError(std::string("decode: --") + opt + " needs --scene on the command line" +
-                              (p.config_path.empty() ? std::string()
-                                                     : " (the scenes of " + p.config_path + " are its [scene.NAME] sections: set " +
-                                                           (std::string(opt) == "labels" ? "labels = PATH" : "the NAME") + " there)"));
-        const std::string base = p.config_path.empty() ? std::string(".")
-                                                       : std::filesystem::path(p.config_path).parent_path().string();
-        auto resolve = [&](const std::string& v) {
-          io::SceneSpec s = io::SceneSpec::parse(v);
-          if (!s.path.empty() && std::filesystem::path(s.path).is_relative() && s.path.find("://") == std::string::npos &&
-              !std::filesystem::exists(s.path))
-            s = io::SceneSpec::parse((std::filesystem::path(base) / v).string());
-          return s;
-        };
-        for (const auto& [sec, kv] : p.sections) {
-          if (sec.rfind("scene.", 0) != 0)  // a misspelt [scene.NAME] would lose its scene without a word
-            throw ConfigError(p.config_path + ": unknown section [" + sec + "] (scenes are [scene.NAME] sections)");
-          cache::SceneInput in;
-          in.name = sec.substr(6);
-          auto it = kv.find("path");
-          if (it == kv.end()) throw ConfigError(p.config_path + ": section [" + sec + "] has no path");
-          in.scene = resolve(it->second);
-          if (auto v = kv.find("variable"); v != kv.end()) in.scene.variable = v->second;
-          in.scene.axes = kv.count("axes") ? kv.at("axes") : axes;
-          if (auto v = kv.find("image_size"); v != kv.end() || !image_size.empty())
-            in.scene.set_image_size(v != kv.end() ? v->second : image_size,
-                                    v != kv.end() ? p.config_path + ": [" + sec + "] image_size" : "--image-size");
-          if (auto l = kv.find("labels"); l != kv.end() && !l->second.empty()) {
-            in.labels = resolve(l->second);
-            if (auto v = kv.find("labels_variable"); v != kv.end()) in.labels->variable = v->second;
-            in.labels->axes = in.scene.axes;
-          }
-          if (kv.count("axes") && !uses_axes(in))
-            throw ConfigError(p.config_path + ": section [" + sec + "]: axes orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and " +
-                              "neither " + in.scene.path + " nor its labels is one");
-          for (const auto& [k, v] : kv)
-            if (k != "path" && k != "labels" && k != "variable" && k != "labels_variable" && k != "axes" && k != "image_size")
-              throw ConfigError(p.config_path + ": section [" + sec + "]: unknown key '" + k +
-                                "' (expected path, labels, variable, labels_variable, axes, image_size)");
-          o.scenes.push_back(in);
-        }
-      }
-      // --axes orders an HDF5 dataset's dimensions; for any other scene it would be ignored without a word
-      if (!vm["axes"].defaulted() &&
-          std::none_of(o.scenes.begin(), o.scenes.end(), uses_axes))
-        throw ConfigError("--axes " + axes + ": orders the dimensions of HDF5 datasets (.h5, .hdf5, .he5), and no scene or label file is one");
-      o.drop_bands = vm["drop-bands"].as<std::string>();
-      o.bad_bands_from_header = vm["bad-bands-from-header"].as<bool>();
-      o.ignore_label = vm["ignore-label"].as<int>();
-      o.layout = cache::layout_from_name(vm["layout"].as<std::string>());
-      o.patch = vm["patch"].as<int>();
-      o.border = cache::border_from_name(vm["border"].as<std::string>());
-      const std::string dt = vm["dtype"].as<std::string>();
-      if (dt == "float32") o.dtype = DType::f32;
-      else if (dt == "float16") o.dtype = DType::f16;
-      else throw ConfigError("--dtype: unknown value '" + dt + "' (expected float32 or float16)");
-      o.normalize = cache::normalize_from_name(vm["normalize"].as<std::string>());
-      o.stats_over = cache::stats_over_from_name(vm["stats-over"].as<std::string>());
-      o.pca = vm["pca"].as<int>();
-      o.backend = vm["backend"].as<std::string>();
-      if (!vm.count("out")) throw ConfigError("decode: --out PATH is required");
-      o.out = vm["out"].as<std::string>();
-      o.force = vm["force"].as<bool>();
-      o.memory_bytes = vm["memory-mb"].as<std::uint64_t>() << 20;
-      o.progress = !vm["no-progress"].as<bool>();
-      set_huge_pages(vm["huge-pages"].as<bool>());  // process-wide, not a parameter of the cache
+      const std::string axes = p.vm["axes"].as<std::string>();
+      const std::string image_size = p.vm.count("image-size") ? p.vm["image-size"].as<std::string>() : std::string();
+      o.scenes = p.vm.count("scene") ? command_line_scenes(p.vm, axes, image_size) : config_scenes(p, axes, image_size);
+      read_parameters(p.vm, axes, o);
     });
     if (help) return 0;
     cache::decode(o, comm);
