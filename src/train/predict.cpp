@@ -258,10 +258,16 @@ SceneInput open_scene_checked(const PredictScene& ps, const RunSpec& r, const ca
 // ---------------------------------------------------------------------------------------------
 // Mapping one scene
 
-/// Rows per chunk: about 64 MiB of transformed float32 rows. A function of the scene and the cache only, so
-/// the chunks (and the batches cut from each) are the same for any rank count.
-std::size_t chunk_rows(std::size_t cols, int bands) {
-  return std::max<std::size_t>(1, (std::size_t{64} << 20) / std::max<std::size_t>(1, cols * static_cast<std::size_t>(bands) * sizeof(float)));
+/// Rows per chunk, the unit the ranks share: a function of the scene, the model and --batch only, so the chunks
+/// (and the batches cut from each) are the same for any rank count, and so is the map. Enough chunks for the
+/// ranks to share (about 64 per scene; one chunk of a 128-row scene left a second rank idle), each at least
+/// 4 batches of pixels and 4 halos of rows (the halo is read twice), at most ~64 MiB of float32 source rows.
+std::size_t chunk_rows(const io::Scene& s, const Models& m, std::int64_t batch) {
+  const std::size_t H = s.rows(), W = std::max<std::size_t>(1, s.cols());
+  const std::size_t cap = std::max<std::size_t>(1, (std::size_t{64} << 20) / (W * std::max<std::size_t>(1, s.bands()) * sizeof(float)));
+  const std::size_t for_batches = (4 * static_cast<std::size_t>(std::max<std::int64_t>(1, batch)) + W - 1) / W;
+  const std::size_t for_halo = 4 * static_cast<std::size_t>(std::max(0, m.patch - 1));
+  return std::min(cap, std::max({(H + 63) / 64, for_batches, for_halo, std::size_t{1}}));
 }
 
 struct RankMap {
@@ -344,7 +350,7 @@ void map_rows(const Models& m, const SceneInput& in, const PredictOptions& o, st
   const std::size_t W = s.cols(), C = static_cast<std::size_t>(m.classes);
   out.values.assign(out.rows * W, nodata);
   if (o.probabilities) out.probs.assign(out.rows * W * C, 0);
-  const std::size_t CR = chunk_rows(W, m.bands);
+  const std::size_t CR = chunk_rows(s, m, o.batch);
   overlap_rounds<Chunk>(
       (out.rows + CR - 1) / CR, true,
       [&](std::uint64_t k, Chunk& c) {
@@ -492,7 +498,7 @@ void write_probabilities(const dist::Comm& world, const RankMap& mine, const Sce
 /// COLLECTIVE. One scene: each rank its chunks of rows, the map gathered on rank 0 and written there.
 json predict_scene(const dist::Comm& world, const Models& m, const SceneInput& in, const RunSpec& r, const PredictOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::size_t H = in.scene->rows(), W = in.scene->cols(), CR = chunk_rows(W, m.bands);
+  const std::size_t H = in.scene->rows(), W = in.scene->cols(), CR = chunk_rows(*in.scene, m, o.batch);
   const Range chunks = split_range((H + CR - 1) / CR, world.size(), world.rank());
   RankMap mine;
   mine.row0 = std::min(H, chunks.begin * CR);
