@@ -1852,13 +1852,16 @@ DecodeResult Decoder::run() {
   });
   out = comm_.bcast_string(out);
   // ---- rank 0: lock, sources, reuse/refusal, temporary directory
+  // The folders made for --out's parent: removed again (after the lock file, destroyed first) when the decode is
+  // refused or fails, so that it leaves nothing behind; a published cache keeps them.
+  fs::MadeDirs made;
   std::unique_ptr<LockFile> lock;
   nlohmann::json decision = {{"action", "go"}}, sources;
   std::string tmp;
   // Rank 0 takes the lock (once): leftovers of killed runs are dead then
   const auto take_lock = [&] {
     if (lock) return;
-    std::filesystem::create_directories(parent_dir(out));
+    made.make(parent_dir(out));
     lock = std::make_unique<LockFile>(out + ".lock");
     remove_job_copies(out, [](const std::string& p) {
       std::cerr << "decode: removing " << p << " (left by an interrupted decode)\n";

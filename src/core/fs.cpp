@@ -108,6 +108,26 @@ void unlock_lock_file(const std::string& path, int fd, bool remove) noexcept {
   ::close(fd);
 }
 
+void MadeDirs::make(const std::string& dir) {
+  std::vector<std::filesystem::path> missing;  // DIR and the parents that do not exist, innermost first
+  for (auto p = std::filesystem::absolute(dir).lexically_normal(); !p.empty() && p != p.root_path(); p = p.parent_path()) {
+    if (!p.has_filename()) continue;  // "a/b/" normalised: its last component is empty
+    std::error_code ec;
+    if (std::filesystem::exists(p, ec)) break;
+    missing.push_back(p);
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (::mkdir(it->c_str(), 0777) == 0) made_.push_back(it->string());
+    else if (errno != EEXIST) throw IoError(it->string(), "mkdir", errno);  // (EEXIST: another process just made it)
+  }
+  if (!std::filesystem::is_directory(dir)) throw IoError(dir, "mkdir", ENOTDIR);
+}
+
+void MadeDirs::remove_empty() noexcept {
+  for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());  // fails, harmlessly, when not empty
+  made_.clear();
+}
+
 std::optional<std::string> network_fs_type(const std::string& path) {
   struct statfs s {};
   if (::statfs(existing_parent(path).c_str(), &s) != 0) return std::nullopt;
