@@ -47,14 +47,15 @@ void write_text_atomic(const std::string& path, const std::string& text) {
       const int e = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw IoError(tmp, "write", e);
+      // named by the file asked for: the temporary one is gone (a full disk: "PATH: write failed: No space left")
+      throw IoError(path, "write", e);
     }
     off += static_cast<std::size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int e = errno;
     ::unlink(tmp.c_str());
-    throw IoError(tmp, "fsync/close", e);
+    throw IoError(path, "fsync/close", e);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;
