@@ -133,7 +133,10 @@ hsipipe_on_signal() {
   fi
   HSIPIPE_SIGNALLED=$1
   # the checkpoints as the signal found them: one written in answer to it differs (see hsipipe_run_preemptible)
-  [[ -n ${HSIPIPE_CHECKPOINTS_AT_SIGNAL+set} ]] || HSIPIPE_CHECKPOINTS_AT_SIGNAL=$(hsipipe_checkpoint_state)
+  if [[ -z ${HSIPIPE_CHECKPOINTS_AT_SIGNAL+set} ]]; then
+    HSIPIPE_CHECKPOINTS_AT_SIGNAL=$(hsipipe_checkpoint_state)
+    HSIPIPE_FIRST_SIGNAL=$1  # (the pair's first: the checkpoints are compared with those it found)
+  fi
   if [[ -n $HSIPIPE_CHILD ]]; then
     # hsipipe treats SIGUSR1 and SIGTERM alike. Open MPI's mpiexec forwards SIGUSR1 and exits with the
     # ranks' status (75), but turns SIGTERM into a job abort (SIGKILL 1 s later, exit status 1): send it USR1.
@@ -213,15 +216,21 @@ hsipipe_run_preemptible() {
   # Every rank exits 75 after a preemption, but not at the same instant, and srun --kill-on-bad-exit ends the
   # tasks still running when the first one exits non-zero (SIGTERM, then SIGKILL); a SIGUSR1 sent to the
   # ranks may also reach one before hsipipe handles it. srun then reports 143, 137 or 138 for the whole mix.
-  # It is a preemption when a checkpoint was written since the signal (since the launch when this shell did
-  # not get one) and, under srun, every task ended in one of those ways.
-  if [[ $rc == 143 || $rc == 137 || $rc == 138 ]]; then
+  # Open MPI's mpiexec, given Slurm's usual pair (SIGUSR1, then SIGTERM 0.3 s later), may itself crash after the
+  # ranks exited 75: a segfault in PMIx_Finalize, status 139 (Open MPI's bug, issue 35 item 9), or exit 1 when a
+  # SIGTERM reached it directly and it aborted the ranks. It is a preemption when a checkpoint was written since
+  # the signal (since the launch when this shell did not get one) and, under srun, every task ended in one of
+  # the ways above; under mpiexec, which reports no per-rank statuses, when this shell forwarded the signal,
+  # whatever the launcher's status.
+  if [[ $rc != 0 && $rc != "$HSIPIPE_EXIT_PREEMPTED" ]]; then
     local now before=$HSIPIPE_CHECKPOINTS_AT_LAUNCH since="the launch" how=""
-    [[ -z ${HSIPIPE_CHECKPOINTS_AT_SIGNAL+set} ]] || before=$HSIPIPE_CHECKPOINTS_AT_SIGNAL since=SIG$HSIPIPE_SIGNALLED
+    [[ -z ${HSIPIPE_CHECKPOINTS_AT_SIGNAL+set} ]] || before=$HSIPIPE_CHECKPOINTS_AT_SIGNAL since=SIG$HSIPIPE_FIRST_SIGNAL
     if [[ ${HSIPIPE_LAUNCH[0]} == srun ]]; then
-      ! hsipipe_preempted_tasks "$err" || how="every task exited $HSIPIPE_EXIT_PREEMPTED or was ended by a signal"
+      if [[ $rc == 143 || $rc == 137 || $rc == 138 ]] && hsipipe_preempted_tasks "$err"; then
+        how="every task exited $HSIPIPE_EXIT_PREEMPTED or was ended by a signal"
+      fi
     elif [[ -n $HSIPIPE_SIGNALLED ]]; then
-      how="after SIG$HSIPIPE_SIGNALLED"
+      how="this shell forwarded SIG$HSIPIPE_FIRST_SIGNAL"
     fi
     now=$(hsipipe_checkpoint_state)
     if [[ -n $how && -n $now && $now != "$before" ]]; then

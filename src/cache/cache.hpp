@@ -157,10 +157,12 @@ class Shard {
   int patch() const noexcept;  ///< 1 for pixel
   int bands() const noexcept;
   std::uint64_t bytes_read() const noexcept;
-  /// Pixel and patch layouts: XXH3-64 of each sample's stored bytes as read (the items of data_checksum),
-  /// in sample order, computed by load() while they are in cache; the ranks' lists concatenated in rank
-  /// order are the whole cache's (split_range), so data_checksum_of() over them must give the manifest's.
-  /// Empty for the cube layout (a shard holds only the rows its samples need, not whole items).
+  /// XXH3-64 of the items of data_checksum this shard owns, computed by load() while they are in cache: pixel
+  /// and patch layouts, each sample's stored bytes, in sample order; cube, the cube rows from its first
+  /// sample's row to the next range's first sample's row (from the first row for range.begin 0, to the last
+  /// for range.end N; rows without a sample near them, which the shard does not hold, are read for this).
+  /// The ranks' lists concatenated in rank order are the whole cache's (split_range), so data_checksum_of()
+  /// over them must give the manifest's.
   const std::vector<std::uint64_t>& item_hashes() const noexcept;
   double hash_seconds() const noexcept;  ///< what computing them took (part of load())
 

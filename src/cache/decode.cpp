@@ -70,7 +70,10 @@ class Decoder {
   WriteOutput written_;
   nlohmann::json params_;
   std::string out_, tmp_;
-  // rank 0: the lock, the sources as the manifest lists them, and what to do with a cache already there
+  // rank 0: the folders made for --out's parent (removed again, after the lock file, when the decode is refused
+  // or fails: it leaves nothing behind; a published cache keeps them), the lock, the sources as the manifest
+  // lists them, and what to do with a cache already there
+  fs::MadeDirs made_;
   std::unique_ptr<LockFile> lock_;
   nlohmann::json decision_ = {{"action", "go"}}, sources_;
 };
@@ -109,7 +112,7 @@ void Decoder::resolve_out() {
 /// Rank 0 takes the lock (once): leftovers of killed runs are dead then.
 void Decoder::take_lock() {
   if (lock_) return;
-  std::filesystem::create_directories(parent_dir(out_));
+  made_.make(parent_dir(out_));
   lock_ = std::make_unique<LockFile>(out_ + ".lock");
   remove_job_copies(out_, [](const std::string& p) {
     std::cerr << "decode: removing " << p << " (left by an interrupted decode)\n";

@@ -5,7 +5,8 @@
 //                (HDF5 hyperslab, file opened read-only), kept in the cache's element type (float16
 //                stays 2 bytes a value in memory and is widened in gather()).
 //   cube         coords of [begin, end) (to know the rows), then per scene the rows
-//                [min_row - h, max_row + h] of cube_<s>.npy or /cube/<s> (h = p/2), clipped to the scene.
+//                [min_row - h, max_row + h] of cube_<s>.npy or /cube/<s> (h = p/2), clipped to the scene;
+//                and, for the data checksum, the rows the shard owns but does not hold (hash_cube_rows).
 //                Out-of-scene neighbours come from the manifest's `border`: "reflect" (numpy's mode
 //                'reflect': -1 -> 1, H -> H-2) or "zero".
 // gather() output is band-first: [n, B] (p = 1) or [n, B, p, p], the models' input contract.
@@ -196,7 +197,7 @@ struct Shard::Impl {
   int patch = 1;         ///< p of gather()'s output
   bool zero_border = false;
   std::uint64_t bytes_read = 0;
-  std::vector<std::uint64_t> item_hashes;  ///< pixel / patch
+  std::vector<std::uint64_t> item_hashes;  ///< pixel / patch: its samples'; cube: the rows it owns (hash_cube_rows)
   double hash_seconds = 0;
 
   // pixel / patch: [range.size(), B, sp, sp] raw
@@ -235,6 +236,9 @@ std::int64_t manifest_int(const nlohmann::json& m, const char* key, const std::s
 }
 
 }  // namespace
+
+static void hash_cube_rows(Shard::Impl& impl, const CacheReader& cache, const std::vector<std::int32_t>& coords,
+                    std::uint64_t n_samples);
 
 Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
   const auto& m = cache.manifest();
@@ -300,26 +304,27 @@ Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
     d.cols = s.value("cols", 0u);
     sdims.push_back(d);
   }
-  // coordinates of this range
-  std::vector<std::int32_t> coords(nloc * 3);
+  // coordinates of this range, and of the sample after it (where the next rank's checksum rows begin)
+  const std::uint64_t ncoords = nloc + (nloc > 0 && range.end < n_samples ? 1 : 0);
+  std::vector<std::int32_t> coords(ncoords * 3);
   if (backend == "npy") {
     const std::string path = dir + "/coords.npy";
     const NpyHeader h = read_npy_header(path);
     if (h.dtype != DType::i32 || h.shape != std::vector<std::uint64_t>{n_samples, 3}) {
       throw FormatError(path, "shape", "expected int32 [n_samples, 3]");
     }
-    if (nloc) ReadFile(path).pread_all(coords.data(), nloc * 12, h.data_offset + range.begin * 12);
+    if (ncoords) ReadFile(path).pread_all(coords.data(), ncoords * 12, h.data_offset + range.begin * 12);
   } else {
     H5File f(dir + "/cache.h5");
-    f.read_rows("/coords", range.begin, nloc, 4, false, coords.data());
+    f.read_rows("/coords", range.begin, ncoords, 4, false, coords.data());
   }
-  impl->bytes_read += nloc * 12;
+  impl->bytes_read += ncoords * 12;
   impl->s_scene.resize(nloc);
   impl->s_row.resize(nloc);
   impl->s_col.resize(nloc);
   const int h = p / 2;
   std::vector<long> rmin(sdims.size(), std::numeric_limits<long>::max()), rmax(sdims.size(), -1);
-  for (std::uint64_t i = 0; i < nloc; ++i) {
+  for (std::uint64_t i = 0; i < ncoords; ++i) {
     const std::int32_t s = coords[i * 3], r = coords[i * 3 + 1], c = coords[i * 3 + 2];
     if (s < 0 || static_cast<std::size_t>(s) >= sdims.size() || r < 0 || c < 0 ||
         static_cast<std::uint32_t>(r) >= sdims[static_cast<std::size_t>(s)].rows ||
@@ -328,6 +333,7 @@ Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
                         "coordinates (" + std::to_string(s) + ", " + std::to_string(r) + ", " + std::to_string(c) +
                             ") outside the manifest's scenes");
     }
+    if (i == nloc) break;  // the next range's first sample: only its row is used
     impl->s_scene[i] = s;
     impl->s_row[i] = r;
     impl->s_col[i] = c;
@@ -351,7 +357,59 @@ Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
     }
     impl->bytes_read += sr.data.size();
   }
+  hash_cube_rows(*impl, cache, coords, n_samples);
   return Shard{std::move(impl)};
+}
+
+/// The cube layout's items of data_checksum are its rows (scenes in order, rows top-down). Rows are given to
+/// ranks by their samples: with G(i) the row of sample i counted over the scenes in order, the shard of
+/// samples [b, e) hashes rows [start(b), start(e)), start(0) = 0, start(N) = all rows, start(i) = G(i)
+/// otherwise (G grows with i: samples are in scene, then row-major order). The shards of split_range's
+/// ranges, in rank order, thus hash every row once, in order. The rows a shard holds (its samples' rows and
+/// the halo) are hashed in memory; the others it owns (rows without a sample near them) are read for this.
+static void hash_cube_rows(Shard::Impl& impl, const CacheReader& cache, const std::vector<std::int32_t>& coords,
+                    std::uint64_t n_samples) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Range range = impl.range;
+  const std::uint64_t nloc = range.size();
+  if (nloc == 0) return;  // start(b) = start(e): no rows
+  std::vector<std::uint64_t> offset(impl.scenes.size() + 1, 0);
+  for (std::size_t s = 0; s < impl.scenes.size(); ++s) offset[s + 1] = offset[s] + impl.scenes[s].rows;
+  const auto global_row = [&](std::uint64_t k) {  // k: index into coords
+    return offset[static_cast<std::size_t>(coords[k * 3])] + static_cast<std::uint64_t>(coords[k * 3 + 1]);
+  };
+  const std::uint64_t g0 = range.begin == 0 ? 0 : global_row(0);
+  const std::uint64_t g1 = range.end == n_samples ? offset.back() : global_row(nloc);
+  for (std::size_t s = 0; s < impl.scenes.size(); ++s) {
+    const auto& sr = impl.scenes[s];
+    const std::uint64_t a = std::max(g0, offset[s]) - offset[s], b = std::min(g1, offset[s + 1]);
+    if (b <= offset[s] || a >= sr.rows) continue;
+    const std::uint64_t e = b - offset[s];
+    const std::uint64_t row_bytes = static_cast<std::uint64_t>(sr.cols) * static_cast<std::uint64_t>(impl.bands) * impl.elem;
+    // rows [lo, hi) read from the file, a block of at most ~64 MiB at a time
+    const auto hash_read = [&](std::uint64_t lo, std::uint64_t hi) {
+      const std::uint64_t per_block = std::max<std::uint64_t>(1, (64ull << 20) / std::max<std::uint64_t>(1, row_bytes));
+      for (std::uint64_t r = lo; r < hi; r += per_block) {
+        const std::uint64_t r1 = std::min(hi, r + per_block);
+        const auto raw = read_items_raw(cache, r, r1, static_cast<int>(s));
+        if (raw.size() != (r1 - r) * row_bytes)
+          throw FormatError(cache.dir(), "cube_" + std::to_string(s), "rows are not " + std::to_string(sr.cols) + " x " +
+                                                                         std::to_string(impl.bands) + " values as the manifest says");
+        impl.bytes_read += raw.size();
+        for (std::uint64_t i = 0; i < r1 - r; ++i) impl.item_hashes.push_back(xxh3_64(raw.data() + i * row_bytes, row_bytes));
+      }
+    };
+    const std::uint64_t h0 = sr.row0, h1 = static_cast<std::uint64_t>(sr.row0) + sr.nrows;  // held (empty if nrows 0)
+    if (sr.nrows == 0 || e <= h0 || a >= h1) {
+      hash_read(a, e);
+      continue;
+    }
+    if (a < h0) hash_read(a, h0);
+    for (std::uint64_t r = std::max(a, h0); r < std::min(e, h1); ++r)
+      impl.item_hashes.push_back(xxh3_64(sr.data.data() + (r - h0) * row_bytes, row_bytes));
+    if (e > h1) hash_read(h1, e);
+  }
+  impl.hash_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 Range Shard::range() const noexcept { return impl_->range; }

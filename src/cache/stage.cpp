@@ -283,8 +283,9 @@ StageResult stage(const std::string& src_in, const std::string& dest_in, const S
   const std::string src_manifest = fs::read_text(src.string() + "/manifest.json");
 
   std::error_code ec;
-  stdfs::create_directories(parent, ec);
-  if (ec) throw IoError(parent.string(), "mkdir", ec.value());
+  // made for DEST's parent: removed again, once the lock file is, when stage is refused or fails
+  fs::MadeDirs made;
+  made.make(parent.string());
 
   StageResult res;
   res.dest = dest.string();

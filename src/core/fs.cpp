@@ -47,14 +47,15 @@ void write_text_atomic(const std::string& path, const std::string& text) {
       const int e = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw IoError(tmp, "write", e);
+      // named by the file asked for: the temporary one is gone (a full disk: "PATH: write failed: No space left")
+      throw IoError(path, "write", e);
     }
     off += static_cast<std::size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int e = errno;
     ::unlink(tmp.c_str());
-    throw IoError(tmp, "fsync/close", e);
+    throw IoError(path, "fsync/close", e);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;
@@ -106,6 +107,26 @@ void unlock_lock_file(const std::string& path, int fd, bool remove) noexcept {
   if (remove && names_file(path, fd)) ::unlink(path.c_str());  // still holding it: no taker has it
   ::flock(fd, LOCK_UN);
   ::close(fd);
+}
+
+void MadeDirs::make(const std::string& dir) {
+  std::vector<std::filesystem::path> missing;  // DIR and the parents that do not exist, innermost first
+  for (auto p = std::filesystem::absolute(dir).lexically_normal(); !p.empty() && p != p.root_path(); p = p.parent_path()) {
+    if (!p.has_filename()) continue;  // "a/b/" normalised: its last component is empty
+    std::error_code ec;
+    if (std::filesystem::exists(p, ec)) break;
+    missing.push_back(p);
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (::mkdir(it->c_str(), 0777) == 0) made_.push_back(it->string());
+    else if (errno != EEXIST) throw IoError(it->string(), "mkdir", errno);  // (EEXIST: another process just made it)
+  }
+  if (!std::filesystem::is_directory(dir)) throw IoError(dir, "mkdir", ENOTDIR);
+}
+
+void MadeDirs::remove_empty() noexcept {
+  for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());  // fails, harmlessly, when not empty
+  made_.clear();
 }
 
 std::optional<std::string> network_fs_type(const std::string& path) {

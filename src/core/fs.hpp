@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace hsipipe::fs {
 
@@ -33,6 +34,26 @@ std::optional<std::string> network_fs_name(unsigned long f_type);
 int lock_lock_file(const std::string& path, int how, bool create);
 /// Removes PATH when `remove` and it still names fd's file, then unlocks and closes fd (never throws).
 void unlock_lock_file(const std::string& path, int fd, bool remove) noexcept;
+
+/// The folders a command made for its output (e.g. `decode --out new/sub/cache` makes new/ and new/sub/), removed
+/// again when it ends, newest first, where still empty: a refused or failed command leaves no folder it made,
+/// and a successful one keeps them (they hold its output, or keep() was called). Not copyable.
+class MadeDirs {
+ public:
+  MadeDirs() = default;
+  MadeDirs(const MadeDirs&) = delete;
+  MadeDirs& operator=(const MadeDirs&) = delete;
+  ~MadeDirs() { remove_empty(); }
+  /// Makes DIR and its missing parents, remembering those made here; throws IoError naming the one that failed.
+  void make(const std::string& dir);
+  /// Forgets the folders made: they stay.
+  void keep() noexcept { made_.clear(); }
+  /// Removes the remembered folders that are empty, newest first (never throws).
+  void remove_empty() noexcept;
+
+ private:
+  std::vector<std::string> made_;
+};
 
 /// Free bytes on the file system holding PATH (or its nearest existing parent).
 std::uint64_t free_bytes(const std::string& path);

@@ -217,9 +217,9 @@ void set_up(Job& job) {
 namespace {
 /// COLLECTIVE. The samples the ranks read are the ones decode wrote: their hashes (computed while loading)
 /// give the manifest's data_checksum, or the cache was altered after decode (a flipped byte that only
-/// `hsipipe verify` would have found). Pixel and patch layouts; a cube shard holds partial rows only.
+/// `hsipipe verify` would have found). Every layout: pixel and patch shards hash their samples, cube shards
+/// the cube rows they own (Shard::item_hashes).
 void check_samples(const Job& job) {
-  if (job.cache->layout() == cache::Layout::cube) return;
   const auto all = job.world.allgatherv(job.shard->item_hashes());
   dist::collective_step(job.world, "checking the samples against data_checksum", [&] {
     if (!job.root) return;

@@ -8,17 +8,22 @@
   replace  decode --force, stage and synth never delete or mix in a user's files in a cache folder; no lock
            file stays beside OUT or DEST after a finished or refused decode/stage
   errors   ranks that fail alike print one whole line
+  concurrent  two decodes of one --out at once: one builds it, the other is refused (or reuses it); valid cache
 Usage: inputs_test.py GROUP...  (helpers from decode_test.py)
 """
 import json
+import glob
 import os
+import shutil
+import subprocess
 import sys
+import time
 
 import numpy as np
 import scipy.io
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_test import check, decode, load_arrays, make_scene, manifest, run, run_groups  # noqa: E402
+from decode_test import BIN, MPIEXEC, check, decode, load_arrays, make_scene, manifest, run, run_groups  # noqa: E402
 
 
 def unmix_file(path, H, W, B, seed, size_names=("nRow", "nCol"), extra=None):
@@ -156,9 +161,29 @@ def group_replace(d):
     # a refused decode (the folder of the scenes as --out) leaves no lock beside it
     rc, log = decode(hdr, gt, d, 1, ["--force"])
     check(rc != 0 and not os.path.exists(d + ".lock"), "a refused decode leaves no lock", log)
+    # a decode refused for its input after it took the lock (a labeled pixel that is nodata, found while decoding)
+    # leaves none of the folders it made for --out's parent, and no lock (issue 35 item 14: it left newdir/sub/)
+    bad_hdr, bad_gt = make_scene(d, "bad", H=10, W=9, B=6, seed=3, labeled_frac=1.0, ignore_value=-9999)
+    newdir = os.path.join(d, "newdir")
+    for ranks in (1, 2):
+        rc, log = decode(bad_hdr, bad_gt, os.path.join(newdir, "sub", "cache"), ranks)
+        check(rc == 3 and "labeled pixel (row 3, col 7)" in log and not os.path.exists(newdir),
+              "decode --out newdir/sub/cache refused for its input (%d rank%s): no newdir/ left" % (ranks, "s"[:ranks - 1]), log)
     # stage: a user's file in DEST is not deleted by replacing the copy
     clean = os.path.join(d, "clean")
-    rc, log = decode(hdr, gt, clean, 1)
+    rc, log = decode(hdr, gt, clean, 1, ["--backend", "npy"])
+    # a stage refused because its source is corrupt (found once copied) leaves none of the folders it made for DEST
+    corrupt = os.path.join(d, "corrupt")
+    shutil.copytree(clean, corrupt)
+    with open(os.path.join(corrupt, "samples.npy"), "r+b") as f:
+        f.seek(-3, os.SEEK_END)
+        b = f.read(1)
+        f.seek(-3, os.SEEK_END)
+        f.write(bytes([b[0] ^ 0xFF]))
+    newstage = os.path.join(d, "newstage")
+    rc, log = run(["stage", corrupt, os.path.join(newstage, "sub", "copy")], ranks=0)
+    check(rc == 5 and "fails its data checksum" in log and not os.path.exists(newstage),
+          "stage CORRUPT newstage/sub/copy refused: no newstage/ left", log)
     dest = os.path.join(d, "local", "copy")
     rc, log = run(["stage", clean, dest], ranks=0)
     check(rc == 0 and not os.path.exists(dest + ".lock"), "stage: copied, no DEST.lock left", log)
@@ -185,6 +210,45 @@ def group_errors(d):
               "4 ranks with one option error: one whole line (run %d)" % i, log)
 
 
+def group_concurrent(d):
+    """Two decodes of one --out at once (issue 35 item 14): the lock lets one build it; the other is refused at once,
+    naming the holder, or, once the cache is published, reuses it. The winner's cache is valid, and neither leaves a
+    lock file or a temporary copy."""
+    hdr, gt = make_scene(d, "k", H=40, W=30, B=12, seed=9)
+    out = os.path.join(d, "new", "cache")
+    base = [MPIEXEC, "-n", "2", "--oversubscribe", BIN, "decode", "--scene", hdr, "--labels", gt, "--out", out, "--no-progress"]
+    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    # A holds the lock for 3 s before publishing (its temporary copy is there meanwhile): B arrives in that window
+    a = subprocess.Popen(base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(e, HSIPIPE_TEST_DELAY_PUBLISH_MS="3000"))
+    t0 = time.time()
+    while time.time() - t0 < 60 and not glob.glob(out + ".tmp-*"):
+        time.sleep(0.05)
+    rc_b, log_b = run(["decode", "--scene", hdr, "--labels", gt, "--out", out, "--no-progress"], ranks=2)
+    log_a = a.communicate(timeout=120)[0]
+    check(a.returncode == 0 and "decode: wrote " + out in log_a, "A, holding the lock: wrote the cache", log_a)
+    check(rc_b == 1 and "another decode is building this cache now (lock held by pid " in log_b and
+          time.time() - t0 < 60, "B, while A held the lock: refused at once, naming the holder (exit 1)", log_b)
+    rc, log = run(["verify", out], ranks=0)
+    check(rc == 0 and not os.path.exists(out + ".lock") and not glob.glob(out + ".*"),
+          "A's cache verifies; no lock file, no temporary copy", log)
+    # both started at once, three times, each on a new --out: exactly one builds; the other is refused or reuses
+    for i in range(3):
+        o = os.path.join(d, "race%d" % i, "cache")
+        cmd = [c if c != out else o for c in base]
+        ps = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e) for _ in range(2)]
+        res = [(p.wait(timeout=120), p.stdout.read()) for p in ps]
+        wrote = [r for r in res if r[0] == 0 and "decode: wrote " + o in r[1]]
+        other = [r for r in res if r not in wrote]
+        ok_other = len(other) == 1 and ((other[0][0] == 0 and "decode skipped: cache is current" in other[0][1]) or
+                                        (other[0][0] == 1 and "another decode is building this cache now" in other[0][1]))
+        rc, log = run(["verify", o], ranks=0)
+        check(len(wrote) == 1 and ok_other and rc == 0 and not glob.glob(o + ".*"),
+              "race %d: one decode built the cache, the other was refused or reused it; the cache verifies, nothing left"
+              % i, "\n".join(r[1] for r in res) + log)
+
+
 if __name__ == "__main__":
-    run_groups({"matrix": group_matrix, "stats": group_stats, "replace": group_replace, "errors": group_errors},
+    run_groups({"matrix": group_matrix, "stats": group_stats, "replace": group_replace, "errors": group_errors,
+                "concurrent": group_concurrent},
                "hsipipe-inputs-")

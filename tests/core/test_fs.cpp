@@ -7,6 +7,10 @@
 #include <thread>
 #include <sys/vfs.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
 #include "core/fs.hpp"
 #include "support/test_util.hpp"
 
@@ -61,4 +65,33 @@ TEST_CASE("threads_per_rank follows the launcher's binding") {
     CHECK(bound1 == 1);  // one core: one thread, not the node's count
     CHECK(bound2 == 1);
   }
+}
+
+TEST_CASE("MadeDirs removes the folders it made when they stay empty, newest first, and keeps the others") {
+  namespace sfs = std::filesystem;
+  const hsipipe::test::TempDir dir("madedirs");
+  const std::string base = dir.str("a");
+  {
+    hsipipe::fs::MadeDirs made;
+    made.make(base + "/b/c");
+    CHECK(sfs::is_directory(base + "/b/c"));
+  }  // refused: nothing was put there
+  CHECK_FALSE(sfs::exists(base));
+  {
+    sfs::create_directories(base);  // a folder that was there before is never removed
+    hsipipe::fs::MadeDirs made;
+    made.make(base + "/b/c");
+    std::ofstream(base + "/b/kept.txt") << "x";  // something written beside: b/ stays, c/ goes
+  }
+  CHECK(sfs::exists(base + "/b/kept.txt"));
+  CHECK_FALSE(sfs::exists(base + "/b/c"));
+  {
+    hsipipe::fs::MadeDirs made;
+    made.make(base + "/d/e");
+    made.keep();
+  }
+  CHECK(sfs::is_directory(base + "/d/e"));
+  std::ofstream(base + "/file") << "x";
+  hsipipe::fs::MadeDirs made;
+  CHECK_THROWS_AS(made.make(base + "/file/sub"), hsipipe::IoError);
 }

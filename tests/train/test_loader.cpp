@@ -7,11 +7,13 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "cache/cache.hpp"
 #include "cache/npy.hpp"
 #include "core/error.hpp"
+#include "core/range.hpp"
 #include "support/test_util.hpp"
 #include "train/loader.hpp"
 #include "train/resident.hpp"
@@ -106,6 +108,32 @@ TEST_CASE("Shard::gather equals numpy's patches for every layout, dtype and bord
     const auto d = make_cache(tmp, "c", "--layout cube --patch 5 --bands 4 --border zero --dtype float16 --rows 8 --cols 6");
     const auto cache = cache::CacheReader::open(d);
     check_gather(d, {0, cache.n_samples()}, 0, 5);
+  }
+}
+
+TEST_CASE("the shards' item hashes, in rank order, give the manifest's data_checksum for any rank count", "[cache][shard]") {
+  test::TempDir tmp("shard-hashes");
+  // make_cache.py computes data_checksum with python3-xxhash, independently of hsipipe
+  for (const char* args : {"--layout pixel --bands 7", "--layout patch --patch 3 --bands 4 --dtype float16",
+                           "--layout cube --patch 5 --bands 3 --rows 9 --cols 7 --scenes 2 --unlabeled 0.7",
+                           "--layout cube --patch 3 --rows 16 --cols 4 --bands 5 --scenes 2 --unlabeled 0.75 --seed 6",
+                           "--layout cube --patch 7 --bands 4 --rows 12 --cols 5 --scenes 3 --unlabeled 0.9 --seed 3"}) {
+    INFO(args);
+    const auto d = make_cache(tmp, "c", args);
+    const auto cache = cache::CacheReader::open(d);
+    const auto table = cache.read_sample_table();
+    const std::uint64_t N = cache.n_samples();
+    for (int R = 1; R <= 7; ++R) {
+      INFO(R << " ranks");
+      std::vector<std::uint64_t> all;
+      for (int r = 0; r < R; ++r) {
+        // a cube shard loaded for a spectral model (patch 1) owns the same rows
+        const auto shard = cache::Shard::load(cache, split_range(N, R, r), r % 2 && cache.layout() == cache::Layout::cube ? 1 : 0);
+        all.insert(all.end(), shard.item_hashes().begin(), shard.item_hashes().end());
+      }
+      CHECK(cache::data_checksum_of(all, table) == cache.data_checksum());
+    }
+    std::filesystem::remove_all(d);
   }
 }
 

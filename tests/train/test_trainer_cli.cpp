@@ -475,7 +475,8 @@ TEST_CASE("a full disk while writing the checkpoint is an I/O error naming it, w
                            " --model mlp --fold 0 --batch 8 --epochs 1 --quiet --out " + mnt + "/run");
   INFO(r.output);
   CHECK(r.status == 4);
-  CHECK(r.output.find(mnt + "/run/fold-0/checkpoint.pt") != std::string::npos);
+  // named as the file asked for, not its temporary name (removed)
+  CHECK(r.output.find(mnt + "/run/fold-0/checkpoint.pt: write failed: No space left on device") != std::string::npos);
   CHECK(r.output.find("terminate called") == std::string::npos);
   for (const auto& e : fsys::directory_iterator(mnt + "/run/fold-0")) {
     INFO(e.path());
@@ -522,11 +523,52 @@ TEST_CASE("train refuses a cache whose samples changed after decode (a flipped b
     std::string bytes = fs::read_text(cache + "/samples.npy");
     bytes[bytes.size() - 7] = static_cast<char>(bytes[bytes.size() - 7] ^ 0x01);  // one bit of the last sample
     fs::write_text_atomic(cache + "/samples.npy", bytes);
-    const auto r = test::run(cmd + tmp.str(name + "-run"));
+    const auto r = test::run(cmd + tmp.str(name + "-new") + "/sub/run");
     INFO(r.output);
     CHECK(r.status == 3);
     CHECK(r.output.find(cache + ": field 'data_checksum'") != std::string::npos);
     CHECK(r.output.find("the cache changed after decode") != std::string::npos);
-    CHECK_FALSE(fsys::exists(tmp.str(name + "-run") + "/fold-1"));
+    CHECK_FALSE(fsys::exists(tmp.str(name + "-new")));  // no RUN/, nor the folders above it (issue 35 item 14)
+  }
+}
+
+TEST_CASE("train checks a cube cache's rows against data_checksum: a flipped byte in any row is refused", "[train][cli][hardening]") {
+  test::TempDir tmp("train-flip-cube");
+  // Two 16 x 4 scenes, three pixels in four unlabeled; with this seed scene 1's last samples are in row 11, so
+  // its rows 13-15 are in no shard (patch 3: the halo is one row), and a shard reads them for the check only.
+  const auto cache = make_cache(tmp.str("cube"), "--layout cube --patch 3 --rows 16 --cols 4 --bands 5 --scenes 2 --unlabeled 0.75 --seed 6");
+  const auto folds = make_folds(cache, tmp.str("cube.json"), 3);
+  const std::string args = " train --cache " + cache + " --folds " + folds + " --model mlp --fold 1 --batch 8 --epochs 1 --quiet --out ";
+  int n = 0;
+  for (int ranks : {1, 2, 3}) {  // intact: trains, whichever ranks own which rows
+    const auto r = test::run(mpiexec(ranks) + bin() + args + tmp.str("ok" + std::to_string(n++)));
+    INFO(ranks << " ranks: " << r.output);
+    REQUIRE(r.status == 0);
+  }
+  const std::uint64_t row_bytes = 4 * 5 * 4;
+  struct Flip {
+    const char* file;
+    std::uint64_t row, byte;
+    const char* what;
+  };
+  for (const Flip& f : {Flip{"cube_1.npy", 15, row_bytes - 1, "a row without samples, read for the check only"},
+                        Flip{"cube_1.npy", 12, 9, "a halo row"}, Flip{"cube_0.npy", 0, 0, "a sample's row"}}) {
+    const std::string path = cache + "/" + f.file;
+    std::string bytes = fs::read_text(path);
+    const std::uint64_t at = bytes.size() - 16 * row_bytes + f.row * row_bytes + f.byte;  // the data ends the file
+    for (int ranks : {1, 2}) {
+      INFO(f.file << " row " << f.row << " (" << f.what << "), " << ranks << " ranks");
+      bytes[at] = static_cast<char>(bytes[at] ^ 0x10);
+      fs::write_text_atomic(path, bytes);
+      const std::string out = tmp.str("new" + std::to_string(n++));
+      const auto r = test::run(mpiexec(ranks) + bin() + args + out + "/run");
+      INFO(r.output);
+      CHECK(r.status == 3);
+      CHECK(r.output.find(cache + ": field 'data_checksum'") != std::string::npos);
+      CHECK(r.output.find("the cache changed after decode") != std::string::npos);
+      CHECK_FALSE(fsys::exists(out));  // nothing left: no RUN/, no folder above it
+      bytes[at] = static_cast<char>(bytes[at] ^ 0x10);  // restored: the next flip is the only change
+      fs::write_text_atomic(path, bytes);
+    }
   }
 }

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# scripts/hostile_battery.sh [BUILD_DIR]: issue 35's hostile cases, one command each (items 1-16), run on
+# synthetic scenes in a temporary directory; prints a markdown table: item, the command (run in that directory,
+# `hsipipe` = BUILD_DIR/hsipipe, default build/), its exit code, the first line of its message (the first error
+# line, else the line that answers the case) and a check made after it. About a minute on 2 cores.
+#   - item 3 (and 4, which reuses its full disk) mounts a 1 MiB tmpfs: root only, otherwise "not run";
+#   - item 9 runs jobs/lib.sh's preemption path outside Slurm: an mpiexec stand-in that writes a checkpoint on
+#     SIGUSR1 and then dies of SIGSEGV (Open MPI's crash), Slurm's pair (USR1, then TERM 0.3 s later) sent to the
+#     batch shell, and an scontrol stand-in that records the requeue (the real Slurm: ctest -R slurm_preempt_pair).
+# Needs /usr/bin/python3 with numpy and scipy (the scenes of items 7, 11, 12, 14).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "${1:-$ROOT/build}" && pwd)
+PY=${HSIPIPE_PYTHON:-/usr/bin/python3}
+# shellcheck disable=SC1091
+source "$ROOT/scripts/mpi_env.sh"
+export OMPI_MCA_rmaps_base_oversubscribe=1
+T=$(mktemp -d "${TMPDIR:-/tmp}/hsipipe-battery.XXXXXX")
+cleanup() { umount "$T/full" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+[[ ${HSIPIPE_BATTERY_KEEP:-0} == 1 ]] && trap 'umount "$T/full" 2>/dev/null; echo "kept $T" >&2' EXIT
+mkdir -p "$T/bin"
+printf '#!/bin/sh\nexec %q "$@"\n' "$BUILD/hsipipe" >"$T/bin/hsipipe"
+chmod +x "$T/bin/hsipipe"
+export PATH=$T/bin:$PATH ROOT
+cd "$T" || exit 1
+
+rows=()
+# row ITEM CMD [PATTERN [CHECK]]: runs CMD (bash, in $T); the message is its first line matching PATTERN (default
+# "error"), else its last line; CHECK (bash) is run afterwards and its output is the last column.
+row() {
+  local item=$1 cmd=$2 pat=${3:-error} chk=${4:-} out rc msg note=""
+  out=$(bash -c "$cmd" 2>&1)
+  rc=$?
+  printf '%s\n' "$out" >last.out  # for CHECK
+  msg=$(grep -m1 -E -- "$pat" <<<"$out" || tail -n1 <<<"$out")
+  [[ -z $chk ]] || note=$(bash -c "$chk" 2>&1 | tr '\n' ' ')
+  msg=${msg//$T\//}
+  msg=${msg//|/\\|}
+  ((${#msg} <= 300)) || msg="${msg:0:297}..."
+  rows+=("| $item | \`${cmd//|/\\|}\` | $rc | ${msg} | ${note//|/\\|} |")
+  echo "item $item: exit $rc" >&2
+}
+quiet() { "$@" >/dev/null 2>&1 || { echo "set-up failed: $*" >&2; "$@"; exit 1; }; }
+
+# ---------------------------------------------------------------- set-up
+quiet hsipipe synth --out scene --rows 30 --cols 30 --bands 20 --classes 4 --seed 5
+quiet hsipipe decode --scene scene/scene.hdr --labels scene/labels.hdr --out cache --backend npy --no-progress
+quiet hsipipe folds --cache cache --k 3 --seed 7 --out folds.json
+quiet hsipipe folds --cache cache --k 3 --seed 99 --out folds99.json
+TR="--model mlp --batch 16 --deterministic"
+# run A: stopped by SIGUSR1 mid-training (epoch 3 or so): checkpoint.pt, exit 75
+HSIPIPE_TEST_STEP_DELAY_MS=20 timeout --preserve-status -s USR1 3 hsipipe train --cache cache --folds folds.json --fold 0 --epochs 30 $TR \
+  --checkpoint-every 0 --out runA >runA.log 2>&1
+[[ $? == 75 && -e runA/fold-0/checkpoint.pt ]] || { cat runA.log; echo "set-up: run A did not checkpoint" >&2; exit 1; }
+cp runA/fold-0/checkpoint.pt checkpointA.pt
+# run M: fold 0 with lr 0.01, folds 1 and 2 with lr 0.001
+quiet hsipipe train --cache cache --folds folds.json --fold 0 --epochs 1 $TR --lr 0.01 --out runM
+quiet hsipipe train --cache cache --folds folds.json --fold 1 --epochs 1 $TR --lr 0.001 --out runM
+quiet hsipipe train --cache cache --folds folds.json --fold 2 --epochs 1 $TR --lr 0.001 --out runM
+# a folds file whose fold 2 is empty, its fingerprint recomputed by the reference implementation
+quiet "$PY" -c "import json, sys; sys.path.insert(0, '$ROOT/scripts'); import folds_reference as fr
+j = json.load(open('folds.json')); j['fold'] = [1 if f == 2 else f for f in j['fold']]
+j['fingerprint'] = fr.fingerprint(fr.read_cache('cache'), j['fold'], j['excluded'])
+[j.pop(k) for k in ('counts', 'leakage', 'excluded_counts', 'classes')]; json.dump(j, open('folds_empty2.json', 'w'))"
+# a 160-band scene: its mlp checkpoint (~2.5 MiB) does not fit a 1 MiB tmpfs
+quiet hsipipe synth --out wide --rows 16 --cols 16 --bands 160 --classes 3 --seed 2
+quiet hsipipe decode --scene wide/scene.hdr --labels wide/labels.hdr --out wcache --backend npy --no-progress
+quiet hsipipe folds --cache wcache --k 2 --seed 1 --out wfolds.json
+mkdir -p full
+mounted=0
+mount -t tmpfs -o size=1m tmpfs full 2>/dev/null && mounted=1
+# a cube cache with a flipped byte in its first cube row
+quiet hsipipe decode --scene scene/scene.hdr --labels scene/labels.hdr --out cube --layout cube --patch 3 --backend npy --no-progress
+quiet hsipipe folds --cache cube --k 3 --seed 7 --out cfolds.json
+quiet "$PY" -c "
+import numpy as np
+h = np.load('cube/cube_0.npy', mmap_mode='r'); off = h.offset
+b = bytearray(open('cube/cube_0.npy', 'rb').read()); b[off + 5] ^= 0x10; open('cube/cube_0.npy', 'wb').write(b)"
+# run B: run A's checkpoint with one byte of a stored weight tensor flipped (the archive's entries are stored, not
+# compressed: the byte is the tensor's)
+mkdir -p runB/fold-0
+cp runA/fold-0/epochs.jsonl runB/fold-0/ && cp runA/preprocessing.json runB/
+quiet "$PY" -c "
+import zipfile
+z = zipfile.ZipFile('checkpointA.pt'); b = bytearray(open('checkpointA.pt', 'rb').read())
+# the model's first tensor: the largest stored entry under model's data/
+e = max((i for i in z.infolist() if '/data/' in i.filename and i.compress_type == 0), key=lambda i: i.file_size)
+n = int.from_bytes(b[e.header_offset + 26:e.header_offset + 28], 'little'); m = int.from_bytes(b[e.header_offset + 28:e.header_offset + 30], 'little')
+b[e.header_offset + 30 + n + m + 2] ^= 0x10
+open('runB/fold-0/checkpoint.pt', 'wb').write(b)"
+# MATLAB files: Y [bands x pixels] without the image size; Y with nRow/nCol beside a 3-D S_GT
+quiet "$PY" -c "
+import numpy as np, scipy.io
+rng = np.random.default_rng(1)
+scipy.io.savemat('ymat.mat', {'Y': rng.random((20, 12 * 9))})
+scipy.io.savemat('two.mat', {'Y': rng.random((20, 12 * 9)), 'S_GT': rng.random((12, 9, 3)), 'nRow': 12.0, 'nCol': 9.0})"
+# a scene whose labeled pixel (3, 7) is the data-ignore value
+quiet "$PY" -c "
+import sys; sys.path.insert(0, '$ROOT/tests/cache')
+from decode_test import make_scene
+make_scene('.', 'bad', H=10, W=9, B=6, seed=3, labeled_frac=1.0, ignore_value=-9999)"
+# item 9: the mpiexec and scontrol stand-ins, and the batch script
+mkdir -p pair/bin
+cat >pair/bin/mpiexec <<'EOF'
+#!/bin/bash
+# ranks that checkpoint on SIGUSR1 and exit 75, and a launcher that then crashes like Open MPI's (SIGSEGV)
+trap 'echo ckpt >"$HSIPIPE_CHECKPOINTS.tmp"; mv "$HSIPIPE_CHECKPOINTS.tmp" "$HSIPIPE_CHECKPOINTS"; exec sh -c "kill -SEGV \$\$"' USR1
+trap '' TERM
+touch "$HSIPIPE_OUT/started"
+while :; do sleep 0.05; done
+EOF
+cat >pair/bin/scontrol <<'EOF'
+#!/bin/bash
+echo "scontrol $*" >>"$HSIPIPE_OUT/scontrol.log"
+(sleep 0.5; kill -TERM $PPID) >/dev/null 2>&1 &  # slurmctld ending the requeued attempt
+EOF
+cat >pair/job.sh <<EOF
+#!/bin/bash
+source "$ROOT/jobs/lib.sh"
+hsipipe_trap_preemption
+export HSIPIPE_CHECKPOINTS=\$HSIPIPE_OUT/checkpoint.pt
+hsipipe_run_preemptible train
+EOF
+chmod +x pair/bin/* pair/job.sh
+cat >pair/send.sh <<'EOF'
+#!/bin/bash
+# pair/send.sh: starts pair/job.sh as a batch shell (in a process group of its own), sends it SIGUSR1 and SIGTERM
+# 0.3 s later, returns its status. The TERM reaches it once it has requeued itself, in lib.sh's wait for slurmctld
+# to end the attempt, which it then ends: 143, as under Slurm.
+PATH=$PWD/pair/bin:$PATH HSIPIPE_ROOT=$ROOT HSIPIPE_CONFIG=/dev/null HSIPIPE_OUT=$PWD/pair HSIPIPE_EXE=/bin/true \
+  HSIPIPE_MPI=mpiexec SLURM_JOB_ID=9 setsid bash pair/job.sh &
+job=$!
+for _ in $(seq 100); do [[ -e pair/started ]] && break; sleep 0.05; done
+kill -USR1 $job; sleep 0.3; kill -TERM $job
+wait $job
+rc=$?
+sleep 0.6
+kill -TERM -- -$job 2>/dev/null  # what is left of its group (lib.sh's sleep), as slurmstepd would
+exit $rc
+EOF
+chmod +x pair/send.sh
+
+# ---------------------------------------------------------------- the cases
+row 1 "hsipipe train --cache cache --folds folds99.json --fold 0 --epochs 30 $TR --resume --out runA"
+row 2 "hsipipe train --cache cache --folds folds.json --fold 0 --epochs 1 $TR --resume --out runA"
+if ((mounted)); then
+  row 3 "hsipipe train --cache wcache --folds wfolds.json --fold 0 --model mlp --epochs 1 --out full/run" error \
+    "ls full/run/fold-0 | grep -c tmp- | sed 's/^/temporary files left: /'"
+  row 4 "hsipipe train --cache wcache --folds wfolds.json --fold 0 --model mlp --epochs 1 --resume --out full/run" error \
+    "test -e full/run/fold-0/metrics.json && echo 'metrics.json: present' || echo 'no metrics.json: the fold is not marked done'"
+else
+  rows+=("| 3 | (needs root to mount a 1 MiB tmpfs) | not run | | |" "| 4 | (needs item 3's full disk) | not run | | |")
+fi
+row 5 "hsipipe report runM"
+row 6 "hsipipe train --cache cache --folds folds.json --fold 0 --epochs 1 $TR --out runM"
+row 7 "hsipipe train --cache cache --folds folds_empty2.json --fold 2 --epochs 1 $TR --out run7" error \
+  "test -e run7 && echo 'run7/ left' || echo 'nothing made'"
+row 8 "timeout --preserve-status -s USR1 0.2 hsipipe train --cache cache --folds folds.json --fold 0 --epochs 1 $TR --out run8" \
+  "signal|error" "ls run8 2>&1 | head -1"
+row 9 "pair/send.sh" "exited with status|error" "cat pair/scontrol.log"
+row 10 "hsipipe train --cache cube --folds cfolds.json --fold 0 --epochs 1 $TR --out run10" error \
+  "test -e run10 && echo 'run10/ left' || echo 'nothing made'"
+row "10 (checkpoint)" "hsipipe train --cache cache --folds folds.json --fold 0 --epochs 30 $TR --resume --out runB"
+row 11 "hsipipe decode --scene ymat.mat:Y --out c11 --normalize none --no-progress" error \
+  "test -e c11 && echo 'c11 left' || echo 'nothing written'"
+row 12 "hsipipe decode --scene two.mat --out c12 --normalize none --no-progress" error
+row 13 "hsipipe decode --scene scene/scene.hdr --out c13 --no-progress" "decode: wrote" \
+  "$PY -c \"import json; print('statistics.over:', json.load(open('c13/manifest.json'))['statistics']['over'])\""
+row 14 "hsipipe decode --scene bad.hdr --labels bad_gt.hdr --out newdir/sub/cache --no-progress" error \
+  "if [ -e newdir ]; then echo left: \$(find newdir); else echo 'no newdir/ (nor its lock)'; fi"
+row 15 "hsipipe synth --out cache --rows 8 --cols 8 --bands 4"
+row 16 "mpiexec -n 4 hsipipe decode --scene scene/scene.hdr --out x --no-progress --no-progress" error \
+  "echo \"lines with 'error:' (4 ranks): \$(grep -c 'error:' last.out)\""
+unset -f row
+
+echo "| item | command | exit | message | after |"
+echo "|---|---|---:|---|---|"
+printf '%s\n' "${rows[@]}"
