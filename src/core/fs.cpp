@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <cstring>
+#include <stdexcept>
 #include <thread>
 
 #include "core/error.hpp"
@@ -164,10 +166,33 @@ std::size_t cpus_available() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-std::size_t threads_per_rank(std::size_t local_ranks) {
-  const std::size_t mask = cpus_available(), node = std::max(1u, std::thread::hardware_concurrency());
-  if (mask < node) return mask;  // bound by the launcher: these CPUs are this rank's
-  return std::max<std::size_t>(1, node / std::max<std::size_t>(1, local_ranks));
+std::vector<std::uint8_t> cpu_mask() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0)  // unknown: every CPU the node has
+    for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()) && c < CPU_SETSIZE; ++c) CPU_SET(c, &set);
+  std::vector<std::uint8_t> bytes(sizeof set);
+  std::memcpy(bytes.data(), &set, sizeof set);
+  return bytes;
+}
+
+std::size_t threads_per_rank(const std::vector<std::uint8_t>& masks, std::size_t me) {
+  constexpr std::size_t N = sizeof(cpu_set_t);
+  if (masks.size() % N != 0 || (me + 1) * N > masks.size())
+    throw std::invalid_argument("threads_per_rank: " + std::to_string(masks.size()) + " mask bytes for local rank " + std::to_string(me));
+  const auto at = [&](std::size_t r) {
+    cpu_set_t s;
+    std::memcpy(&s, masks.data() + r * N, N);
+    return s;
+  };
+  cpu_set_t mine = at(me);
+  std::size_t sharing = 0;
+  for (std::size_t r = 0; r < masks.size() / N; ++r) {
+    cpu_set_t other = at(r), both;
+    CPU_AND(&both, &mine, &other);
+    if (CPU_COUNT(&both) > 0) ++sharing;
+  }
+  return std::max<std::size_t>(1, static_cast<std::size_t>(CPU_COUNT(&mine)) / std::max<std::size_t>(1, sharing));
 }
 
 std::string hostname() {

@@ -66,10 +66,15 @@ std::string node_name();
 /// CPUs this process may run on (its affinity mask: mpiexec/srun binding), at least 1.
 std::size_t cpus_available();
 
-/// Compute threads for one of `local_ranks` ranks sharing this node: the CPUs the launcher bound this rank to
-/// (mpiexec's default --bind-to core, srun/--map-by slot:PE=N), or, where it bound none (the mask is the whole
-/// node), the node's CPUs divided among its ranks. At least 1. Two torch threads on one bound core run slower
-/// than one (1-rank hybridsn predict under `mpiexec -n 1`: 3.85 s at 99% CPU with two, against 3.67 s with one).
-std::size_t threads_per_rank(std::size_t local_ranks);
+/// This process's affinity mask (a cpu_set_t) as bytes, to gather across a node's ranks for threads_per_rank.
+std::vector<std::uint8_t> cpu_mask();
+
+/// Compute threads for local rank `me` of a node whose ranks' cpu_mask() bytes are `masks`, concatenated in
+/// local rank order: the CPUs of its mask divided among the ranks whose masks overlap it, at least 1. So a
+/// rank bound to its own CPUs (mpiexec --bind-to core, --map-by slot:PE=N, srun --cpus-per-task) uses them
+/// all; ranks sharing a mask (unbound, bound to a socket, one Slurm cpuset) share its CPUs. Two torch threads
+/// on one bound core ran slower than one (1-rank hybridsn predict under `mpiexec -n 1`: 3.85 s at 99% CPU,
+/// 3.67 s with one thread).
+std::size_t threads_per_rank(const std::vector<std::uint8_t>& masks, std::size_t me);
 
 }  // namespace hsipipe::fs

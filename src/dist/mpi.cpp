@@ -1,5 +1,7 @@
 #include "dist/mpi.hpp"
 
+#include "core/fs.hpp"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -195,6 +197,10 @@ bool Comm::all_ok(bool ok) const {
   int v = ok ? 1 : 0;
   HSIPIPE_MPI(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, comm_));
   return v == 1;
+}
+
+std::size_t compute_threads(const Comm& local) {
+  return fs::threads_per_rank(local.allgatherv(fs::cpu_mask()), static_cast<std::size_t>(local.rank()));
 }
 
 }  // namespace hsipipe::dist

@@ -112,4 +112,8 @@ class Comm {
   int rank_ = 0, size_ = 1;
 };
 
+/// COLLECTIVE over `local` (a split_shared() communicator). Compute threads for this rank: the CPUs of its
+/// affinity mask divided among the node's ranks whose masks overlap it (fs::threads_per_rank).
+std::size_t compute_threads(const Comm& local);
+
 }  // namespace hsipipe::dist

@@ -554,8 +554,8 @@ int predict(const PredictOptions& o, const dist::Comm& world, std::ostream& log)
     text = read_run(o.run, o.fold, o.ensemble).to_json().dump();
   });
   const RunSpec r = RunSpec::from_json(json::parse(world.bcast_string(text)));
-  if (!std::getenv("OMP_NUM_THREADS"))
-    torch::set_num_threads(static_cast<int>(fs::threads_per_rank(static_cast<std::size_t>(local.size()))));
+  const std::size_t threads = dist::compute_threads(local);  // COLLECTIVE (local)
+  if (!std::getenv("OMP_NUM_THREADS")) torch::set_num_threads(static_cast<int>(threads));
   Models m;
   collective_step(world, "loading the models", [&] { m = load_models(r, o, local); });
   std::vector<SceneInput> scenes(o.scenes.size());

@@ -202,9 +202,8 @@ void set_up(Job& job) {
     require_validation(job);
     if (job.root) prepare_run_dir(job);
   });
-  if (!std::getenv("OMP_NUM_THREADS")) {
-    torch::set_num_threads(static_cast<int>(fs::threads_per_rank(static_cast<std::size_t>(job.local->size()))));
-  }
+  const std::size_t threads = dist::compute_threads(*job.local);  // COLLECTIVE (local)
+  if (!std::getenv("OMP_NUM_THREADS")) torch::set_num_threads(static_cast<int>(threads));
   const std::size_t cpus = fs::cpus_available();
   if (job.root && job.opt.threads > 0 && cpus < static_cast<std::size_t>(job.opt.threads) + 1 && cpus < std::thread::hardware_concurrency())
     job.log << "note: rank 0 may run on " << cpus << " of this node's " << std::thread::hardware_concurrency()

@@ -4,7 +4,9 @@
 #include <linux/magic.h>
 
 #include <algorithm>
-#include <thread>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
 #include <sys/vfs.h>
 
 #include <filesystem>
@@ -42,29 +44,37 @@ TEST_CASE("network_fs_type of a local directory and of a path not yet created") 
   CHECK(hsipipe::fs::network_fs_type(dir.str("a/b/c")) == want);
 }
 
-// Compute threads per rank: a rank the launcher bound to CPUs uses those; an unbound rank (the mask is the
-// whole node) gets the node's CPUs divided among the node's ranks. Checked by binding this thread itself.
-TEST_CASE("threads_per_rank follows the launcher's binding") {
+// Compute threads per rank: the CPUs of a rank's affinity mask divided among the node's ranks whose masks
+// overlap it (bound to a core each, unbound, bound to a socket, one Slurm cpuset for all).
+namespace {
+std::vector<std::uint8_t> masks_of(const std::vector<std::vector<int>>& ranks) {
+  std::vector<std::uint8_t> out;
+  for (const auto& cpus : ranks) {
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    for (int c : cpus) CPU_SET(c, &s);
+    const auto* b = reinterpret_cast<const std::uint8_t*>(&s);
+    out.insert(out.end(), b, b + sizeof s);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("threads_per_rank divides a rank's CPUs among the ranks that share them") {
   using hsipipe::fs::threads_per_rank;
-  cpu_set_t saved;
-  REQUIRE(::sched_getaffinity(0, sizeof saved, &saved) == 0);
-  const std::size_t node = std::max(1u, std::thread::hardware_concurrency());
-  if (static_cast<std::size_t>(CPU_COUNT(&saved)) == node) {  // unbound (ctest runs it so here)
-    CHECK(threads_per_rank(1) == node);
-    CHECK(threads_per_rank(node) == 1);
-    CHECK(threads_per_rank(4 * node) == 1);
-  }
-  if (node >= 2) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &saved)) { CPU_SET(c, &one); break; }
-    REQUIRE(::sched_setaffinity(0, sizeof one, &one) == 0);
-    const std::size_t bound1 = threads_per_rank(1), bound2 = threads_per_rank(2);
-    REQUIRE(::sched_setaffinity(0, sizeof saved, &saved) == 0);
-    CHECK(bound1 == 1);  // one core: one thread, not the node's count
-    CHECK(bound2 == 1);
-  }
+  CHECK(threads_per_rank(masks_of({{0}, {1}}), 0) == 1);                 // mpiexec -n 2: a core each
+  CHECK(threads_per_rank(masks_of({{0, 1, 2, 3}}), 0) == 4);             // one rank, --bind-to none
+  CHECK(threads_per_rank(masks_of({{0, 1}, {0, 1}}), 1) == 1);           // two unbound ranks on 2 CPUs
+  CHECK(threads_per_rank(masks_of({{0, 1, 2, 3}, {4, 5, 6, 7}}), 1) == 4);  // --map-by slot:PE=4
+  const auto sockets = masks_of({{0, 1, 2, 3}, {0, 1, 2, 3}, {4, 5, 6, 7}, {4, 5, 6, 7}});
+  for (std::size_t r = 0; r < 4; ++r) CHECK(threads_per_rank(sockets, r) == 2);  // 4 ranks bound to 2 sockets
+  CHECK(threads_per_rank(masks_of({{0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2}}), 2) == 1);  // 4 ranks, 3 CPUs
+  CHECK_THROWS_AS(threads_per_rank(masks_of({{0}}), 1), std::invalid_argument);
+  CHECK_THROWS_AS(threads_per_rank(std::vector<std::uint8_t>(5), 0), std::invalid_argument);
+  // this process's own mask, alone on its node: all of its CPUs
+  cpu_set_t own;
+  REQUIRE(::sched_getaffinity(0, sizeof own, &own) == 0);
+  CHECK(threads_per_rank(hsipipe::fs::cpu_mask(), 0) == static_cast<std::size_t>(CPU_COUNT(&own)));
 }
 
 TEST_CASE("MadeDirs removes the folders it made when they stay empty, newest first, and keeps the others") {
