@@ -2,7 +2,7 @@
 # scripts/hostile_battery.sh [BUILD_DIR]: issue 35's hostile cases, one command each (items 1-16), run on
 # synthetic scenes in a temporary directory; prints a markdown table: item, the command (run in that directory,
 # `hsipipe` = BUILD_DIR/hsipipe, default build/), its exit code, the first line of its message (the first error
-# line, else the line that answers the case) and a check made after it. About a minute on 2 cores.
+# line, else the line that answers the case) and a check made after it. About 20 s on 2 cores.
 #   - item 3 (and 4, which reuses its full disk) mounts a 1 MiB tmpfs: root only, otherwise "not run";
 #   - item 9 runs jobs/lib.sh's preemption path outside Slurm: an mpiexec stand-in that writes a checkpoint on
 #     SIGUSR1 and then dies of SIGSEGV (Open MPI's crash), Slurm's pair (USR1, then TERM 0.3 s later) sent to the

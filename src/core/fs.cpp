@@ -83,8 +83,15 @@ bool names_file(const std::string& path, int fd) {
 
 int lock_lock_file(const std::string& path, int how, bool create) {
   const bool exclusive = (how & LOCK_EX) != 0;
-  for (;;) {
+  for (int vanished = 0;;) {
     const int fd = ::open(path.c_str(), (exclusive ? O_RDWR : O_RDONLY) | (create ? O_CREAT : 0) | O_CLOEXEC, 0644);
+    if (fd < 0 && create && errno == ENOENT && ++vanished < 100) {
+      // The folder went while we waited: a holder that made it removed it again, empty, when its command was
+      // refused (MadeDirs). Make it again and take the lock there.
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+      continue;
+    }
     if (fd < 0) return -1;
     int rc;
     while ((rc = ::flock(fd, how)) != 0 && errno == EINTR) {

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <sched.h>
+#include <sys/file.h>
 #include <linux/magic.h>
 
 #include <algorithm>
@@ -104,4 +105,18 @@ TEST_CASE("MadeDirs removes the folders it made when they stay empty, newest fir
   std::ofstream(base + "/file") << "x";
   hsipipe::fs::MadeDirs made;
   CHECK_THROWS_AS(made.make(base + "/file/sub"), hsipipe::IoError);
+}
+
+// A waiting taker whose lock folder was removed by the holder's MadeDirs (the holder's command was refused and
+// the folder it made was empty again) makes the folder again and takes the lock there, instead of failing
+// with "flock failed: No such file or directory" (the race of two stages of one DEST on a node).
+TEST_CASE("lock_lock_file makes a lock folder that went away again") {
+  const hsipipe::test::TempDir dir("lockgone");
+  const std::string lock = dir.str("gone/sub/cache.lock");
+  const int fd = hsipipe::fs::lock_lock_file(lock, LOCK_EX, true);
+  REQUIRE(fd >= 0);
+  CHECK(std::filesystem::exists(lock));
+  hsipipe::fs::unlock_lock_file(lock, fd, true);
+  CHECK_FALSE(std::filesystem::exists(lock));
+  CHECK(hsipipe::fs::lock_lock_file(dir.str("gone/other.lock"), LOCK_SH, false) < 0);  // without create: absent
 }
