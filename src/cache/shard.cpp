@@ -240,71 +240,71 @@ std::int64_t manifest_int(const nlohmann::json& m, const char* key, const std::s
 static void hash_cube_rows(Shard::Impl& impl, const CacheReader& cache, const std::vector<std::int32_t>& coords,
                     std::uint64_t n_samples);
 
-Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
+namespace {
+
+/// The manifest's description of the samples (layout, dtype, bands, patch, border, backend) into `impl`,
+/// checked against the range and the patch asked for. Returns the cache's n_samples.
+std::uint64_t read_layout(const CacheReader& cache, Range range, int patch_override, Shard::Impl& impl, std::string& backend) {
   const auto& m = cache.manifest();
   const std::string& dir = cache.dir();
   const std::string mpath = dir + "/manifest.json";
-  auto impl = std::make_shared<Impl>();
-  impl->range = range;
-  impl->layout = layout_from_name(manifest_str(m, "layout", dir));
+  impl.range = range;
+  impl.layout = layout_from_name(manifest_str(m, "layout", dir));
   const std::string dtype = manifest_str(m, "dtype", dir);
-  if (dtype == "float16") impl->f16 = true;
+  if (dtype == "float16") impl.f16 = true;
   else if (dtype != "float32") throw FormatError(mpath, "dtype", "expected float32 or float16, found '" + dtype + "'");
-  impl->elem = impl->f16 ? 2 : 4;
-  impl->bands = static_cast<int>(manifest_int(m, "n_bands", dir));
+  impl.elem = impl.f16 ? 2 : 4;
+  impl.bands = static_cast<int>(manifest_int(m, "n_bands", dir));
   const auto n_samples = static_cast<std::uint64_t>(manifest_int(m, "n_samples", dir));
-  impl->stored_patch = impl->layout == Layout::pixel ? 1 : static_cast<int>(manifest_int(m, "patch", dir, 1));
-  const std::string backend = manifest_str(m, "backend", dir);
+  impl.stored_patch = impl.layout == Layout::pixel ? 1 : static_cast<int>(manifest_int(m, "patch", dir, 1));
+  backend = manifest_str(m, "backend", dir);
   const std::string border = manifest_str(m, "border", dir, "reflect");
   if (border != "reflect" && border != "zero") throw FormatError(mpath, "border", "expected reflect or zero, found '" + border + "'");
-  impl->zero_border = border == "zero";
+  impl.zero_border = border == "zero";
   if (range.end > n_samples || range.begin > range.end) {
     throw ConfigError("shard [" + std::to_string(range.begin) + ", " + std::to_string(range.end) + ") outside the cache's " +
                       std::to_string(n_samples) + " samples (" + dir + ")");
   }
-  if (impl->bands <= 0) throw FormatError(mpath, "n_bands", "must be positive");
+  if (impl.bands <= 0) throw FormatError(mpath, "n_bands", "must be positive");
   if (backend != "npy" && backend != "h5") throw FormatError(mpath, "backend", "expected npy or h5, found '" + backend + "'");
 
-  int p = patch_override > 0 ? patch_override : impl->stored_patch;
+  const int p = patch_override > 0 ? patch_override : impl.stored_patch;
   if (p % 2 == 0) throw ConfigError("patch size " + std::to_string(p) + " must be odd");
-  if (impl->layout == Layout::pixel && p != 1) {
+  if (impl.layout == Layout::pixel && p != 1) {
     throw ConfigError("cache " + dir + " has layout pixel: it cannot give patches of " + std::to_string(p));
   }
-  if (impl->layout == Layout::patch && p > impl->stored_patch) {
-    throw ConfigError("cache " + dir + " stores " + std::to_string(impl->stored_patch) + "x" +
-                      std::to_string(impl->stored_patch) + " patches: cannot give " + std::to_string(p) + "x" + std::to_string(p));
+  if (impl.layout == Layout::patch && p > impl.stored_patch) {
+    throw ConfigError("cache " + dir + " stores " + std::to_string(impl.stored_patch) + "x" +
+                      std::to_string(impl.stored_patch) + " patches: cannot give " + std::to_string(p) + "x" + std::to_string(p));
   }
-  impl->patch = p;
+  impl.patch = p;
+  return n_samples;
+}
+
+/// Pixel and patch layouts: the range's samples, each hashed as read (data_checksum's items).
+void load_items(const CacheReader& cache, Shard::Impl& impl) {
+  const std::uint64_t nloc = impl.range.size();
+  const std::size_t sp = static_cast<std::size_t>(impl.stored_patch);
+  const std::uint64_t row_bytes = static_cast<std::size_t>(impl.bands) * sp * sp * impl.elem;
+  impl.samples = read_items_raw(cache, impl.range.begin, impl.range.end);
+  if (impl.samples.size() != nloc * row_bytes) {
+    throw FormatError(cache.dir(), "samples", "read " + std::to_string(impl.samples.size()) + " bytes for " + std::to_string(nloc) +
+                                                  " samples, expected " + std::to_string(nloc * row_bytes));
+  }
+  impl.bytes_read = nloc * row_bytes;
+  const auto t0 = std::chrono::steady_clock::now();
+  impl.item_hashes.resize(nloc);
+  for (std::uint64_t i = 0; i < nloc; ++i) impl.item_hashes[i] = xxh3_64(impl.samples.data() + i * row_bytes, row_bytes);
+  impl.hash_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Cube layout: the coordinates of the range's samples, and of the sample after it (where the next rank's
+/// checksum rows begin), from coords.npy or the h5 file's /coords.
+std::vector<std::int32_t> read_cube_coords(const CacheReader& cache, const Shard::Impl& impl, const std::string& backend,
+                                           std::uint64_t n_samples) {
+  const std::string& dir = cache.dir();
+  const Range range = impl.range;
   const std::uint64_t nloc = range.size();
-  const std::size_t B = static_cast<std::size_t>(impl->bands);
-
-  if (impl->layout != Layout::cube) {
-    const std::size_t sp = static_cast<std::size_t>(impl->stored_patch);
-    const std::uint64_t row_bytes = B * sp * sp * impl->elem;
-    impl->samples = read_items_raw(cache, range.begin, range.end);
-    if (impl->samples.size() != nloc * row_bytes) {
-      throw FormatError(dir, "samples", "read " + std::to_string(impl->samples.size()) + " bytes for " + std::to_string(nloc) +
-                                            " samples, expected " + std::to_string(nloc * row_bytes));
-    }
-    impl->bytes_read = nloc * row_bytes;
-    const auto t0 = std::chrono::steady_clock::now();
-    impl->item_hashes.resize(nloc);
-    for (std::uint64_t i = 0; i < nloc; ++i) impl->item_hashes[i] = xxh3_64(impl->samples.data() + i * row_bytes, row_bytes);
-    impl->hash_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return Shard{std::move(impl)};
-  }
-
-  // ---- cube ----
-  if (!m.contains("scenes") || !m["scenes"].is_array() || m["scenes"].empty()) throw FormatError(mpath, "scenes", "missing or empty");
-  std::vector<SceneDims> sdims;
-  for (const auto& s : m["scenes"]) {
-    SceneDims d;
-    d.name = s.value("name", std::string());
-    d.rows = s.value("rows", 0u);
-    d.cols = s.value("cols", 0u);
-    sdims.push_back(d);
-  }
-  // coordinates of this range, and of the sample after it (where the next rank's checksum rows begin)
   const std::uint64_t ncoords = nloc + (nloc > 0 && range.end < n_samples ? 1 : 0);
   std::vector<std::int32_t> coords(ncoords * 3);
   if (backend == "npy") {
@@ -318,45 +318,87 @@ Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
     H5File f(dir + "/cache.h5");
     f.read_rows("/coords", range.begin, ncoords, 4, false, coords.data());
   }
-  impl->bytes_read += ncoords * 12;
-  impl->s_scene.resize(nloc);
-  impl->s_row.resize(nloc);
-  impl->s_col.resize(nloc);
-  const int h = p / 2;
-  std::vector<long> rmin(sdims.size(), std::numeric_limits<long>::max()), rmax(sdims.size(), -1);
+  return coords;
+}
+
+/// Cube layout: each sample's scene, row and column, checked against the scenes; per scene, the first and
+/// last row of the range's samples (-1: none).
+void index_cube_samples(const std::string& dir, const std::vector<std::int32_t>& coords, const std::vector<SceneDims>& sdims,
+                        Shard::Impl& impl, std::vector<long>& rmin, std::vector<long>& rmax) {
+  const std::uint64_t nloc = impl.range.size(), ncoords = coords.size() / 3;
+  impl.s_scene.resize(nloc);
+  impl.s_row.resize(nloc);
+  impl.s_col.resize(nloc);
+  rmin.assign(sdims.size(), std::numeric_limits<long>::max());
+  rmax.assign(sdims.size(), -1);
   for (std::uint64_t i = 0; i < ncoords; ++i) {
     const std::int32_t s = coords[i * 3], r = coords[i * 3 + 1], c = coords[i * 3 + 2];
     if (s < 0 || static_cast<std::size_t>(s) >= sdims.size() || r < 0 || c < 0 ||
         static_cast<std::uint32_t>(r) >= sdims[static_cast<std::size_t>(s)].rows ||
         static_cast<std::uint32_t>(c) >= sdims[static_cast<std::size_t>(s)].cols) {
-      throw FormatError(dir + "/coords", "sample " + std::to_string(range.begin + i),
+      throw FormatError(dir + "/coords", "sample " + std::to_string(impl.range.begin + i),
                         "coordinates (" + std::to_string(s) + ", " + std::to_string(r) + ", " + std::to_string(c) +
                             ") outside the manifest's scenes");
     }
     if (i == nloc) break;  // the next range's first sample: only its row is used
-    impl->s_scene[i] = s;
-    impl->s_row[i] = r;
-    impl->s_col[i] = c;
+    impl.s_scene[i] = s;
+    impl.s_row[i] = r;
+    impl.s_col[i] = c;
     rmin[static_cast<std::size_t>(s)] = std::min<long>(rmin[static_cast<std::size_t>(s)], r);
     rmax[static_cast<std::size_t>(s)] = std::max<long>(rmax[static_cast<std::size_t>(s)], r);
   }
-  impl->scenes.resize(sdims.size());
+}
+
+/// Cube layout: per scene, the rows of the range's samples plus the patch halo.
+void read_cube_rows(const CacheReader& cache, const std::vector<SceneDims>& sdims, const std::vector<long>& rmin,
+                    const std::vector<long>& rmax, Shard::Impl& impl) {
+  const int h = impl.patch / 2;
+  const std::size_t B = static_cast<std::size_t>(impl.bands);
+  impl.scenes.resize(sdims.size());
   for (std::size_t s = 0; s < sdims.size(); ++s) {
-    auto& sr = impl->scenes[s];
+    auto& sr = impl.scenes[s];
     sr.rows = sdims[s].rows;
     sr.cols = sdims[s].cols;
     if (rmax[s] < 0) continue;  // no sample of this range in scene s
     const long lo = std::max<long>(0, rmin[s] - h), hi = std::min<long>(static_cast<long>(sr.rows) - 1, rmax[s] + h);
     sr.row0 = static_cast<std::uint32_t>(lo);
     sr.nrows = static_cast<std::uint32_t>(hi - lo + 1);
-    const std::uint64_t row_bytes = static_cast<std::uint64_t>(sr.cols) * B * impl->elem;
+    const std::uint64_t row_bytes = static_cast<std::uint64_t>(sr.cols) * B * impl.elem;
     sr.data = read_items_raw(cache, sr.row0, sr.row0 + sr.nrows, static_cast<int>(s));
     if (sr.data.size() != sr.nrows * row_bytes) {
-      throw FormatError(dir, "cube_" + std::to_string(s), "rows are not " + std::to_string(sr.cols) + " x " + std::to_string(B) +
-                                                              " values as the manifest says");
+      throw FormatError(cache.dir(), "cube_" + std::to_string(s), "rows are not " + std::to_string(sr.cols) + " x " + std::to_string(B) +
+                                                                      " values as the manifest says");
     }
-    impl->bytes_read += sr.data.size();
+    impl.bytes_read += sr.data.size();
   }
+}
+
+}  // namespace
+
+Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
+  auto impl = std::make_shared<Impl>();
+  std::string backend;
+  const std::uint64_t n_samples = read_layout(cache, range, patch_override, *impl, backend);
+  if (impl->layout != Layout::cube) {
+    load_items(cache, *impl);
+    return Shard{std::move(impl)};
+  }
+  const auto& m = cache.manifest();
+  if (!m.contains("scenes") || !m["scenes"].is_array() || m["scenes"].empty())
+    throw FormatError(cache.dir() + "/manifest.json", "scenes", "missing or empty");
+  std::vector<SceneDims> sdims;
+  for (const auto& s : m["scenes"]) {
+    SceneDims d;
+    d.name = s.value("name", std::string());
+    d.rows = s.value("rows", 0u);
+    d.cols = s.value("cols", 0u);
+    sdims.push_back(d);
+  }
+  const std::vector<std::int32_t> coords = read_cube_coords(cache, *impl, backend, n_samples);
+  impl->bytes_read += coords.size() * 4;
+  std::vector<long> rmin, rmax;
+  index_cube_samples(cache.dir(), coords, sdims, *impl, rmin, rmax);
+  read_cube_rows(cache, sdims, rmin, rmax, *impl);
   hash_cube_rows(*impl, cache, coords, n_samples);
   return Shard{std::move(impl)};
 }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <vector>
@@ -262,119 +263,157 @@ std::string staged_copy_problem(const std::string& src_manifest, const std::stri
   return {};
 }
 
-StageResult stage(const std::string& src_in, const std::string& dest_in, const StageOptions& opt) {
-  auto log = [&](const std::string& s) {
-    if (opt.log) opt.log(s);
-  };
+namespace {
+
+struct StagePaths {
+  stdfs::path src, dest, parent;
+};
+
+/// CACHE and DEST made absolute and checked: a cache folder, not overlapping, DEST on local storage.
+StagePaths checked_paths(const std::string& src_in, const std::string& dest_in, const StageOptions& opt) {
   if (src_in.empty() || dest_in.empty()) throw ConfigError("hsipipe stage: CACHE and DEST must not be empty");
-  const stdfs::path src = stdfs::weakly_canonical(stdfs::absolute(src_in));
-  const stdfs::path dest = stdfs::weakly_canonical(stdfs::absolute(dest_in));
-  if (!stdfs::is_directory(src)) throw ConfigError(src.string() + ": not a cache directory (CACHE)");
-  if (is_within(dest, src) || is_within(src, dest)) {
-    throw ConfigError("DEST " + dest.string() + " and CACHE " + src.string() + " overlap: stage copies to another place");
+  StagePaths p;
+  p.src = stdfs::weakly_canonical(stdfs::absolute(src_in));
+  p.dest = stdfs::weakly_canonical(stdfs::absolute(dest_in));
+  if (!stdfs::is_directory(p.src)) throw ConfigError(p.src.string() + ": not a cache directory (CACHE)");
+  if (is_within(p.dest, p.src) || is_within(p.src, p.dest)) {
+    throw ConfigError("DEST " + p.dest.string() + " and CACHE " + p.src.string() + " overlap: stage copies to another place");
   }
-  const stdfs::path parent = dest.parent_path();
-  if (auto net = fs::network_fs_type(parent.string()); net && !opt.allow_network_dest) {
-    throw ConfigError("DEST " + dest.string() + " is on a network file system (" + *net +
+  p.parent = p.dest.parent_path();
+  if (auto net = fs::network_fs_type(p.parent.string()); net && !opt.allow_network_dest) {
+    throw ConfigError("DEST " + p.dest.string() + " is on a network file system (" + *net +
                       "): stage to node-local storage (e.g. $SLURM_TMPDIR); caches are not memory-mapped over " + *net);
   }
-  // The source must be a complete cache (this also refuses a half-written one) and stay one while we read.
-  const CacheReader src_cache = CacheReader::open(src.string());
-  const std::string src_manifest = fs::read_text(src.string() + "/manifest.json");
+  return p;
+}
 
+/// With a lock held on DEST: true when the copy already at DEST is valid (res.action = reused); otherwise moves
+/// an invalid copy or cache aside and removes it (res.action = replaced). Refuses a DEST holding a user's files.
+bool reuse_or_clear(const std::string& dest, const std::string& src_manifest, StageResult& res,
+                    const std::function<void(const std::string&)>& log) {
+  if (!stdfs::exists(dest)) return false;
+  // Only a copy (its stage record) or a cache (its manifest) is ever replaced; an empty folder too. Any
+  // other file or folder there is the user's: refused, never removed.
+  if (const std::string why_not = why_not_replaceable(dest); !why_not.empty()) {
+    throw ConfigError("DEST " + dest + " exists and " + why_not + " (nor " + kStageRecord +
+                      "): it is not a cache or a staged copy, the only things stage replaces; remove it or choose another DEST");
+  }
+  const auto t0 = Clock::now();
+  const std::string problem = staged_copy_problem(src_manifest, dest);
+  res.seconds_verifying = since(t0);
+  if (problem.empty()) {
+    res.action = StageAction::reused;
+    return true;
+  }
+  refuse_foreign_entries(dest, "replacing the copy (" + problem + ")");
+  res.action = StageAction::replaced;
+  res.replaced_reason = problem;
+  log("existing copy is not valid: " + problem + "; replacing it");
+  const std::string old = job_copy_name(dest, "old");
+  if (::rename(dest.c_str(), old.c_str()) != 0) throw IoError(dest, "rename to " + old, errno);
   std::error_code ec;
+  stdfs::remove_all(old, ec);  // readers that still map files of the old copy keep their inodes
+  return false;
+}
+
+/// Copies the files into `tmp`, hashing the bytes read (FileEntry::xxh3).
+std::vector<FileEntry> copy_files(const std::string& src, const std::vector<FileEntry>& files, const std::string& tmp) {
+  std::vector<FileEntry> copied = files;
+  std::error_code ec;
+  for (auto& f : copied) {
+    const stdfs::path to = stdfs::path(tmp) / f.rel;
+    stdfs::create_directories(to.parent_path(), ec);
+    if (ec) throw IoError(to.parent_path().string(), "mkdir", ec.value());
+    f.xxh3 = copy_file_hashed(src + "/" + f.rel, to.string(), f.size);
+  }
+  return copied;
+}
+
+/// The copy's stage record: where it came from, when, and each file's size and hash.
+void write_stage_record(const std::string& tmp, const std::string& src, const std::string& data_checksum,
+                        const std::vector<FileEntry>& copied) {
+  nlohmann::json rec;
+  rec["format"] = 1;
+  rec["source"] = src;
+  rec["host"] = fs::hostname();
+  rec["staged_at"] = now_iso();
+  rec["data_checksum"] = data_checksum;
+  rec["files"] = nlohmann::json::array();
+  for (const auto& f : copied) rec["files"].push_back({{"path", f.rel}, {"size", f.size}, {"xxh3", hex64(f.xxh3)}});
+  fs::write_text_atomic(tmp + "/" + kStageRecord, rec.dump(2) + "\n");
+}
+
+/// Verifies what landed on the local disk: every file against the bytes read from the source, then the data
+/// checksum against the manifest (a corrupt source is caught here, before anyone trains on it).
+void verify_copy(const std::string& tmp, const std::string& src, const std::vector<FileEntry>& copied) {
+  for (const auto& f : copied) {
+    const std::string got = hex64(xxh3_file(tmp + "/" + f.rel));
+    if (got != hex64(f.xxh3)) {
+      throw IoError(tmp + "/" + f.rel, "copy differs from the bytes read from the source (xxh3 " + got + ", read " +
+                                           hex64(f.xxh3) + ")");
+    }
+  }
+  if (auto p = data_checksum_problem(tmp, true); !p.empty()) {
+    throw StaleError(src + ": the copy fails its data checksum (" + p +
+                     "): the source cache is corrupt; check it with `hsipipe verify " + src + "`");
+  }
+}
+
+}  // namespace
+
+StageResult stage(const std::string& src_in, const std::string& dest_in, const StageOptions& opt) {
+  const std::function<void(const std::string&)> log = [&](const std::string& s) {
+    if (opt.log) opt.log(s);
+  };
+  const StagePaths p = checked_paths(src_in, dest_in, opt);
+  const std::string src = p.src.string(), dest = p.dest.string();
+  // The source must be a complete cache (this also refuses a half-written one) and stay one while we read.
+  const CacheReader src_cache = CacheReader::open(src);
+  const std::string src_manifest = fs::read_text(src + "/manifest.json");
+
   // made for DEST's parent: removed again, once the lock file is, when stage is refused or fails
   fs::MadeDirs made;
-  made.make(parent.string());
+  made.make(p.parent.string());
 
   StageResult res;
-  res.dest = dest.string();
-  FileLock lock(dest.string() + ".lock", opt, res.seconds_waiting);
+  res.dest = dest;
+  FileLock lock(dest + ".lock", opt, res.seconds_waiting);
 
   // Leftovers of callers that died while holding the lock.
-  remove_job_copies(dest.string(), [&](const std::string& p) { log("removing leftover " + p); });
+  remove_job_copies(dest, [&](const std::string& f) { log("removing leftover " + f); });
 
-  const auto files = list_files(src.string());
+  const auto files = list_files(src);
   std::uint64_t total = 0;
   for (const auto& f : files) total += f.size;
   res.files = files.size();
   res.bytes = total;
-
-  if (stdfs::exists(dest)) {
-    // Only a copy (its stage record) or a cache (its manifest) is ever replaced; an empty folder too. Any
-    // other file or folder there is the user's: refused, never removed.
-    if (const std::string why_not = why_not_replaceable(dest.string()); !why_not.empty()) {
-      throw ConfigError("DEST " + dest.string() + " exists and " + why_not + " (nor " + kStageRecord +
-                        "): it is not a cache or a staged copy, the only things stage replaces; remove it or choose another DEST");
-    }
-    const auto t0 = Clock::now();
-    const std::string problem = staged_copy_problem(src_manifest, dest.string());
-    res.seconds_verifying = since(t0);
-    if (problem.empty()) {
-      res.action = StageAction::reused;
-      res.data_checksum = src_cache.data_checksum();
-      return res;
-    }
-    refuse_foreign_entries(dest.string(), "replacing the copy (" + problem + ")");
-    res.action = StageAction::replaced;
-    res.replaced_reason = problem;
-    log("existing copy is not valid: " + problem + "; replacing it");
-    const std::string old = job_copy_name(dest.string(), "old");
-    if (::rename(dest.c_str(), old.c_str()) != 0) throw IoError(dest.string(), "rename to " + old, errno);
-    stdfs::remove_all(old, ec);  // readers that still map files of the old copy keep their inodes
+  if (reuse_or_clear(dest, src_manifest, res, log)) {
+    res.data_checksum = src_cache.data_checksum();
+    return res;
   }
-
-  const std::uint64_t free = fs::free_bytes(parent.string());
+  const std::uint64_t free = fs::free_bytes(p.parent.string());
   if (free < total) {
-    throw IoError(parent.string(), "not enough space to stage " + src.string() + ": needs " + mb(total) + ", " + mb(free) + " free");
+    throw IoError(p.parent.string(), "not enough space to stage " + src + ": needs " + mb(total) + ", " + mb(free) + " free");
   }
 
-  TempDir tmp(job_copy_name(dest.string(), "tmp"));
+  TempDir tmp(job_copy_name(dest, "tmp"));
   const auto t_copy = Clock::now();
-  std::vector<FileEntry> copied = files;
-  for (auto& f : copied) {
-    const stdfs::path to = stdfs::path(tmp.path()) / f.rel;
-    stdfs::create_directories(to.parent_path(), ec);
-    if (ec) throw IoError(to.parent_path().string(), "mkdir", ec.value());
-    f.xxh3 = copy_file_hashed(src.string() + "/" + f.rel, to.string(), f.size);
-  }
+  const std::vector<FileEntry> copied = copy_files(src, files, tmp.path());
   res.seconds_copying = since(t_copy);
-
   // The source must not have been republished under us: same manifest as when we opened it.
-  if (fs::read_text(src.string() + "/manifest.json") != src_manifest) {
-    throw StaleError(src.string() + "/manifest.json changed while the cache was being staged; run stage again");
+  if (fs::read_text(src + "/manifest.json") != src_manifest) {
+    throw StaleError(src + "/manifest.json changed while the cache was being staged; run stage again");
   }
-  nlohmann::json rec;
-  rec["format"] = 1;
-  rec["source"] = src.string();
-  rec["host"] = fs::hostname();
-  rec["staged_at"] = now_iso();
-  rec["data_checksum"] = src_cache.data_checksum();
-  rec["files"] = nlohmann::json::array();
-  for (const auto& f : copied) rec["files"].push_back({{"path", f.rel}, {"size", f.size}, {"xxh3", hex64(f.xxh3)}});
-  fs::write_text_atomic(tmp.path() + "/" + kStageRecord, rec.dump(2) + "\n");
-
-  // Verify what landed on the local disk: every file against the bytes read from the source, then the
-  // data checksum against the manifest (a corrupt source is caught here, before anyone trains on it).
+  write_stage_record(tmp.path(), src, src_cache.data_checksum(), copied);
   const auto t_verify = Clock::now();
-  for (const auto& f : copied) {
-    const std::string got = hex64(xxh3_file(tmp.path() + "/" + f.rel));
-    if (got != hex64(f.xxh3)) {
-      throw IoError(tmp.path() + "/" + f.rel, "copy differs from the bytes read from the source (xxh3 " + got + ", read " +
-                                                  hex64(f.xxh3) + ")");
-    }
-  }
-  if (auto p = data_checksum_problem(tmp.path(), true); !p.empty()) {
-    throw StaleError(src.string() + ": the copy fails its data checksum (" + p +
-                     "): the source cache is corrupt; check it with `hsipipe verify " + src.string() + "`");
-  }
+  verify_copy(tmp.path(), src, copied);
   res.seconds_verifying += since(t_verify);
   res.data_checksum = src_cache.data_checksum();
 
   fsync_path(tmp.path());
-  if (::rename(tmp.path().c_str(), dest.c_str()) != 0) throw IoError(dest.string(), "rename from " + tmp.path(), errno);
+  if (::rename(tmp.path().c_str(), dest.c_str()) != 0) throw IoError(dest, "rename from " + tmp.path(), errno);
   tmp.release();
-  fsync_path(parent.string());
+  fsync_path(p.parent.string());
   return res;
 }
 
