@@ -10,6 +10,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
   libtorch-dev libboost-program-options-dev catch2
+  libopenblas0-openmp  # libtorch's CPU matrix products: Debian's default libblas.so.3 is the reference BLAS (hu1d training 5.9x slower)
   libmatio-dev libgdal-dev gdal-bin libxxhash-dev nlohmann-json3-dev libeigen3-dev libssl-dev libpng-dev
   python3 python3-numpy python3-scipy python3-h5py python3-spectral python3-torch python3-gdal python3-matplotlib python3-xxhash
   slurm-wlm munge

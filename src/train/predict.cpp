@@ -22,6 +22,7 @@
 #include "cache/transform.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "train/resources.hpp"
 #include "core/half.hpp"
 #include "core/overlap.hpp"
 #include "core/range.hpp"
@@ -558,6 +559,7 @@ int predict(const PredictOptions& o, const dist::Comm& world, std::ostream& log)
   if (!std::getenv("OMP_NUM_THREADS")) torch::set_num_threads(static_cast<int>(threads));
   Models m;
   collective_step(world, "loading the models", [&] { m = load_models(r, o, local); });
+  if (world.rank() == 0 && !o.quiet && !m.device.is_cuda()) log << reference_blas_note();
   std::vector<SceneInput> scenes(o.scenes.size());
   collective_step(world, "opening the scenes", [&] {
     for (std::size_t i = 0; i < o.scenes.size(); ++i) scenes[i] = open_scene_checked(o.scenes[i], r, m.pre);

@@ -1,7 +1,9 @@
 #include "train/resources.hpp"
 
+#include <link.h>
 #include <sys/resource.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -14,6 +16,30 @@
 #endif
 
 namespace hsipipe::train {
+
+std::string reference_blas() {
+  std::string found;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) {
+        const std::string name = info->dlpi_name ? info->dlpi_name : "";
+        if (name.find("libblas.so") == std::string::npos) return 0;
+        std::error_code ec;
+        const auto real = std::filesystem::canonical(name, ec);
+        // Debian installs the reference BLAS as .../blas/libblas.so.3 (OpenBLAS: .../openblas-*/libblas.so.3)
+        if (!ec && real.parent_path().filename() == "blas") *static_cast<std::string*>(out) = real.string();
+        return 0;
+      },
+      &found);
+  return found;
+}
+
+std::string reference_blas_note() {
+  const std::string ref = reference_blas();
+  if (ref.empty()) return {};
+  return "note: libtorch's matrix products go through the reference BLAS (" + ref +
+         "): CPU training and predict run several times slower than with OpenBLAS (apt install libopenblas0-openmp, "
+         "as scripts/setup.sh does)\n";
+}
 
 std::uint64_t peak_rss_bytes() {
   std::ifstream in("/proc/self/status");

@@ -8,6 +8,7 @@
 //         GPU (torch::cuda::is_available() false), the query returns nullopt.
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace hsipipe::train {
 
@@ -23,6 +24,13 @@ std::optional<DeviceMemory> cuda_peak_memory(int device);
 void cuda_reset_peak_memory(int device);
 /// Free bytes of a CUDA device (cudaMemGetInfo), nullopt without CUDA.
 std::optional<std::uint64_t> cuda_free_memory(int device);
+/// The file of the reference (netlib) BLAS when it is the libblas.so.3 this process loaded, else empty.
+/// Debian's libtorch runs its CPU matrix products through whichever libblas.so.3 the system's alternative
+/// names; without OpenBLAS installed that is the reference one, single-threaded and unblocked (hu1d training
+/// 13,752 samples/s with it, 81,305 with libopenblas0-openmp, 5 Dec 2026, scripts/bench_train.sh).
+std::string reference_blas();
+/// The line train and predict print (rank 0, CPU) when reference_blas() is not empty, else empty.
+std::string reference_blas_note();
 /// True when this build's libtorch was compiled with CUDA.
 bool torch_built_with_cuda() noexcept;
 

@@ -204,6 +204,7 @@ void set_up(Job& job) {
   });
   const std::size_t threads = dist::compute_threads(*job.local);  // COLLECTIVE (local)
   if (!std::getenv("OMP_NUM_THREADS")) torch::set_num_threads(static_cast<int>(threads));
+  if (job.root && !job.device.is_cuda()) job.log << reference_blas_note();
   const std::size_t cpus = fs::cpus_available();
   if (job.root && job.opt.threads > 0 && cpus < static_cast<std::size_t>(job.opt.threads) + 1 && cpus < std::thread::hardware_concurrency())
     job.log << "note: rank 0 may run on " << cpus << " of this node's " << std::thread::hardware_concurrency()
