@@ -5,7 +5,9 @@
 #   scripts/bench_predict.sh [BUILD_DIR]      (default $HSIPIPE_BIN if set, else build)
 #   env: ROWS COLS BANDS  the scene to map (default 1024 x 1024 x 224 int16, `hsipipe synth`)
 #        TRAIN_SIZE       side of the scene the models are trained on (default 96: same sensor, another seed)
-#        MODELS           (default "hu1d hybridsn"), BATCH (1024), DEVICE (cpu; cuda adds a GPU row per model)
+#        MODELS           (default "hu1d hybridsn"), DEVICE (cpu; cuda adds a GPU row per model)
+#        BATCH            pixels per forward pass for both (default: hsipipe's --batch auto, and the script
+#                         the batch hsipipe's 1-rank run chose, from its predict.json: the same work)
 #        OUT              working directory (default a new /tmp directory)
 #   BENCH_JSON  also write the figures as JSON to this file (scripts/bench.sh uses it)
 #
@@ -27,14 +29,14 @@ else BIN=$SRC/build/hsipipe; fi
 PY=/usr/bin/python3
 MPIEXEC=${MPIEXEC:-mpiexec}
 ROWS=${ROWS:-1024}; COLS=${COLS:-1024}; BANDS=${BANDS:-224}; TRAIN_SIZE=${TRAIN_SIZE:-96}
-MODELS=${MODELS:-hu1d hybridsn}; BATCH=${BATCH:-1024}; DEVICE=${DEVICE:-cpu}
+MODELS=${MODELS:-hu1d hybridsn}; BATCH=${BATCH:-0}; DEVICE=${DEVICE:-cpu}
 CORES=$(nproc)
 OUT=${OUT:-$(mktemp -d /tmp/bench_predict.XXXXXX)}
 mkdir -p "$OUT"
 . "$SRC/scripts/mpi_env.sh"
 export OMPI_MCA_rmaps_base_oversubscribe=1
 unset OMP_NUM_THREADS
-echo "bench_predict: map $ROWS x $COLS x $BANDS int16 with $MODELS, batch $BATCH, $CORES cores -> $OUT"
+echo "bench_predict: map $ROWS x $COLS x $BANDS int16 with $MODELS, batch ${BATCH/#0/auto}, $CORES cores -> $OUT"
 
 now() { date +%s.%N; }
 "$BIN" synth --out "$OUT/scene" --rows "$ROWS" --cols "$COLS" --bands "$BANDS" --classes 8 --seed 21 >/dev/null
@@ -70,8 +72,10 @@ for m in $MODELS; do
   predict "$m" 1 cpu
   predict "$m" 2 cpu
   [[ $DEVICE != cuda ]] || predict "$m" 1 cuda
+  b=$BATCH
+  [[ $b != 0 ]] || b=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["batch"])' "$OUT/maps-$m-1-cpu/scene_predict.json")
   timed "$m script" "$OUT/py-$m.json" "$PY" "$SRC/scripts/py_predict_baseline.py" "$OUT/$m.pt" "$OUT/scene/scene.hdr" \
-    "$OUT/py-$m.npy" --batch "$BATCH" --threads "$CORES"
+    "$OUT/py-$m.npy" --batch "$b" --threads "$CORES"
 done
 
 "$PY" - "$OUT" "$ROWS x $COLS x $BANDS" "$CORES" "${BENCH_JSON:-}" <<'PY'
@@ -84,8 +88,8 @@ for line in open(f"{out}/times.txt"):
     model, what, sec = line.split()
     t.setdefault(model, {})[what] = float(sec)
 lines = [f"# hsipipe predict vs a PyTorch script: {scene} int16 scene, {cores} cores", "",
-         "| model | pixels | hsipipe 1 rank px/s | hsipipe 2 ranks px/s | script px/s | hsipipe / script | 2 ranks / 1 | GPU px/s | maps agree |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "| model | pixels | batch | hsipipe 1 rank px/s | hsipipe 2 ranks px/s | script px/s | hsipipe / script | 2 ranks / 1 | GPU px/s | maps agree |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 rec = {"scene": scene, "cores": int(cores), "models": {}}
 for model, v in t.items():
     mine = gdal.Open(f"{out}/maps-{model}-1-cpu/scene_class.tif").ReadAsArray()
@@ -96,11 +100,12 @@ for model, v in t.items():
     n = mine.size
     one, two_r, py = n / v["hsipipe-1-cpu"], n / v["hsipipe-2-cpu"], n / v["script"]
     gpu = n / v["hsipipe-1-cuda"] if "hsipipe-1-cuda" in v else None
-    lines.append(f"| {model} | {n} | {one:,.0f} | {two_r:,.0f} | {py:,.0f} | {one / py:.2f}x | {two_r / one:.2f}x | "
+    batch = json.load(open(f"{out}/maps-{model}-1-cpu/scene_predict.json"))["batch"]
+    lines.append(f"| {model} | {n} | {batch} | {one:,.0f} | {two_r:,.0f} | {py:,.0f} | {one / py:.2f}x | {two_r / one:.2f}x | "
                  f"{'-' if gpu is None else f'{gpu:,.0f}'} | {agree:.4f} |")
     rec["models"][model] = {"pixels": n, "seconds": v, "hsipipe_1_rank_px_s": one, "hsipipe_2_ranks_px_s": two_r,
                             "script_px_s": py, "ratio_vs_script": one / py, "ratio_2_over_1": two_r / one,
-                            "gpu_px_s": gpu, "maps_agree": agree, "script": json.load(open(f"{out}/py-{model}.json"))}
+                            "gpu_px_s": gpu, "maps_agree": agree, "batch": batch, "script": json.load(open(f"{out}/py-{model}.json"))}
 lines += ["", "Whole runs, process start to the map on disk. Targets (issue 33): hsipipe >= 3x the script on CPU, "
           "2 ranks >= 1.7x of 1. `maps agree`: the fraction of pixels where the script's map equals hsipipe's."]
 text = "\n".join(lines) + "\n"

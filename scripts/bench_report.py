@@ -637,13 +637,13 @@ def predict_section(pr, T, args):
     """bench_predict.sh's figures and targets, or (when it did not run) the section of --remote-from kept verbatim."""
     if not pr:
         return kept_section(args.remote_from, PREDICT_HEADING)
-    rows = ["| model | pixels | hsipipe 1 rank px/s | hsipipe 2 ranks px/s | script px/s | hsipipe / script | 2 ranks / 1 | GPU px/s "
-            "| maps agree |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| model | pixels | batch | hsipipe 1 rank px/s | hsipipe 2 ranks px/s | script px/s | hsipipe / script | 2 ranks / 1 "
+            "| GPU px/s | maps agree |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, v in pr["models"].items():
         T.add("33", f"predict {name}: hsipipe 1 rank / PyTorch script (CPU)", v["ratio_vs_script"], ">=", 3)
         T.add("33", f"predict {name}: 2 ranks / 1 rank", v["ratio_2_over_1"], ">=", 1.7)
         gpu = "-" if v.get("gpu_px_s") is None else f0(v["gpu_px_s"])
-        rows.append(f"| {name} | {v['pixels']:,} | {f0(v['hsipipe_1_rank_px_s'])} | {f0(v['hsipipe_2_ranks_px_s'])} | "
+        rows.append(f"| {name} | {v['pixels']:,} | {v.get('batch', '-')} | {f0(v['hsipipe_1_rank_px_s'])} | {f0(v['hsipipe_2_ranks_px_s'])} | "
                     f"{f0(v['script_px_s'])} | {v['ratio_vs_script']:.2f}x | {v['ratio_2_over_1']:.2f}x | {gpu} | "
                     f"{v['maps_agree']:.4f} |")
     return [PREDICT_HEADING, "",
@@ -652,8 +652,8 @@ def predict_section(pr, T, args):
             "patches of 30 principal components) and exported with `hsipipe export`; the baseline, "
             "`scripts/py_predict_baseline.py`, is the PyTorch script a user writes with that export (SPy load, numpy "
             "normalisation with the same statistics, batched inference with the same weights, torch threads = cores). "
-            "Whole runs, process start to the map on disk; `maps agree` is the fraction of pixels where the two maps are "
-            "equal.", ""] + rows + [""]
+            "Whole runs, process start to the map on disk; `batch`: pixels per forward pass, hsipipe's `--batch auto` and the "
+            "same for the script; `maps agree` is the fraction of pixels where the two maps are equal.", ""] + rows + [""]
 
 
 def remote_section(args, data):

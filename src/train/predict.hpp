@@ -51,7 +51,7 @@ struct PredictOptions {
   std::vector<PredictScene> scenes;
   std::string out;           ///< output folder
   std::string device = "auto";
-  std::int64_t batch = 1024;  ///< pixels per forward pass
+  std::int64_t batch = 0;  ///< pixels per forward pass; 0: auto (auto_batch)
   bool probabilities = false;
   bool quiet = false;
 };
