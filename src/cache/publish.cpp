@@ -167,12 +167,7 @@ LockFile::LockFile(const std::string& path, Mode mode) : path_(path), shared_(mo
   if (fd_ < 0) {
     const int e = errno;
     if (e != EWOULDBLOCK) throw IoError(path, "open lock file", e);
-    std::string holder;
-    try {
-      holder = fs::read_text(path);
-    } catch (const Error&) {
-    }
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    const std::string holder = fs::lock_holder(path);
     throw Error(path + ": another decode is building this cache now (lock held by " +
                 (holder.empty() ? std::string("an unknown process") : holder) +
                 "); wait for it or remove nothing and retry later");

@@ -66,12 +66,7 @@ class FileLock {
       : path_(path), fd_(fs::lock_lock_file(path, LOCK_EX | LOCK_NB, true)) {
     if (fd_ < 0) {
       if (errno != EWOULDBLOCK) throw IoError(path, "flock", errno);
-      std::string holder;
-      try {
-        holder = fs::read_text(path);
-      } catch (const Error&) {
-      }
-      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+      const std::string holder = fs::lock_holder(path);
       if (opt.log) opt.log("waiting for " + path + (holder.empty() ? "" : " (held by " + holder + ")"));
       const auto t0 = Clock::now();
       fd_ = fs::lock_lock_file(path, LOCK_EX, true);

@@ -111,6 +111,16 @@ int lock_lock_file(const std::string& path, int how, bool create) {
   }
 }
 
+std::string lock_holder(const std::string& path) {
+  std::string holder;
+  try {
+    holder = read_text(path);
+  } catch (const Error&) {
+  }
+  while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+  return holder;
+}
+
 void unlock_lock_file(const std::string& path, int fd, bool remove) noexcept {
   if (fd < 0) return;
   if (remove && names_file(path, fd)) ::unlink(path.c_str());  // still holding it: no taker has it

@@ -34,6 +34,8 @@ std::optional<std::string> network_fs_name(unsigned long f_type);
 int lock_lock_file(const std::string& path, int how, bool create);
 /// Removes PATH when `remove` and it still names fd's file, then unlocks and closes fd (never throws).
 void unlock_lock_file(const std::string& path, int fd, bool remove) noexcept;
+/// What the holder of the lock file PATH wrote into it (who holds it), trimmed; empty when it cannot be read.
+std::string lock_holder(const std::string& path);
 
 /// The folders a command made for its output (e.g. `decode --out new/sub/cache` makes new/ and new/sub/), removed
 /// again when it ends, newest first, where still empty: a refused or failed command leaves no folder it made,

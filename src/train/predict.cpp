@@ -30,7 +30,6 @@
 #include "core/range.hpp"
 #include "dist/collective.hpp"
 #include "io/gdal_api.hpp"
-#include "train/checkpoint.hpp"
 #include "train/metrics.hpp"
 #include "train/models.hpp"
 #include "train/results.hpp"
@@ -39,54 +38,8 @@
 
 namespace hsipipe::train {
 
-std::uint16_t map_nodata(const std::vector<std::int32_t>& label_values) {
-  std::int32_t top = 0;
-  bool has_zero = false;
-  for (auto v : label_values) {
-    if (v < 0 || v > 65534) throw ConfigError("label value " + std::to_string(v) + ": a class map stores labels 0 .. 65534");
-    top = std::max(top, v);
-    has_zero = has_zero || v == 0;
-  }
-  return has_zero ? static_cast<std::uint16_t>(top + 1) : std::uint16_t{0};
-}
-
 namespace stdfs = std::filesystem;
 using json = nlohmann::json;
-
-json RunSpec::to_json() const {
-  return {{"manifest", manifest}, {"wavelengths", wavelengths}, {"model", model}, {"precision", precision},
-          {"folds", folds}, {"checkpoints", checkpoints}, {"label_values", label_values}};
-}
-
-RunSpec RunSpec::from_json(const json& j) {
-  RunSpec r;
-  r.manifest = j.at("manifest");
-  r.wavelengths = j.at("wavelengths").get<std::vector<double>>();
-  r.model = j.at("model").get<std::string>();
-  r.precision = j.at("precision").get<std::string>();
-  r.folds = j.at("folds").get<std::vector<int>>();
-  r.checkpoints = j.at("checkpoints").get<std::vector<std::string>>();
-  r.label_values = j.at("label_values").get<std::vector<std::int32_t>>();
-  return r;
-}
-
-ModelInput model_input(const RunSpec& r, const std::string& run) {
-  ModelInput in;
-  in.bands = cache::preprocessor_from(r.manifest, run + "/preprocessing.json").out_bands();
-  in.classes = static_cast<int>(r.label_values.size());
-  const cache::Layout layout = cache::layout_from_name(r.manifest.value("layout", "pixel"));
-  const int cache_patch = layout == cache::Layout::pixel ? 1 : r.manifest.value("patch", 1);
-  in.patch = model_info(r.model).spatial ? cache_patch : 1;
-  return in;
-}
-
-std::shared_ptr<Model> load_fold_model(const RunSpec& r, std::size_t i, const std::string& run) {
-  const ModelInput in = model_input(r, run);
-  auto net = make_model(r.model, in.bands, in.patch, in.classes);
-  load_final_weights(r.checkpoints.at(i), *net);
-  net->eval();
-  return net;
-}
 
 namespace {
 
@@ -110,68 +63,6 @@ void check_out_dir(const std::string& out) {
     const std::string n = e.path().filename().string();
     if (!is_predict_output(n) || e.is_directory())
       throw ConfigError("--out " + out + ": holds " + n + ", which is not an hsipipe predict output: choose an empty or new folder");
-  }
-}
-
-/// RUN/preprocessing.json, or for a run trained before it existed, the manifest of the cache its folds name.
-json read_preprocessing(const std::string& run) {
-  const std::string path = run + "/preprocessing.json";
-  if (stdfs::exists(path)) {
-    json j;
-    try {
-      j = json::parse(std::ifstream(path));
-    } catch (const std::exception& e) {
-      throw FormatError(path, "json", e.what());
-    }
-    if (j.value("format", "") != "hsipipe-preprocessing" || !j.contains("manifest"))
-      throw FormatError(path, "format", "not an hsipipe preprocessing record");
-    return j;
-  }
-  std::string cache_dir;
-  for (const auto& e : stdfs::directory_iterator(run))
-    if (stdfs::exists(e.path() / "metrics.json"))
-      cache_dir = json::parse(std::ifstream(e.path() / "metrics.json")).at("run").value("cache_dir", "");
-  if (cache_dir.empty() || !stdfs::exists(cache_dir + "/manifest.json"))
-    throw FormatError(path, "file", "missing, and no cache of the run to read the preprocessing from (train with this hsipipe writes it)");
-  const auto c = cache::CacheReader::open(cache_dir);
-  return {{"manifest", c.manifest()}, {"wavelengths", c.wavelengths()}};
-}
-
-std::string checkpoint_path(const PredictOptions& o, int f) { return detail::fold_dir(o.run, f) + "/checkpoint.pt"; }
-
-/// k of the run's folds file, from the first fold checkpoint found.
-int run_folds(const PredictOptions& o) {
-  if (!stdfs::is_directory(o.run)) throw ConfigError("--run " + o.run + ": not a folder");
-  for (int f = 0; f < 4096; ++f)
-    if (stdfs::exists(checkpoint_path(o, f))) return peek_checkpoint(checkpoint_path(o, f)).provenance.value("n_folds", 0);
-  throw ConfigError("--run " + o.run + ": no fold-I/checkpoint.pt (not the --out folder of a finished hsipipe train)");
-}
-
-/// The folds whose final models map (of k), each a finished checkpoint of this run's cache.
-void choose_checkpoints(const PredictOptions& o, int k, const std::string& checksum, RunSpec& r) {
-  const auto ckpt = [&](int f) { return checkpoint_path(o, f); };
-  if (o.ensemble) {
-    for (int f = 0; f < k; ++f) r.folds.push_back(f);
-  } else {
-    if (o.fold < 0 || o.fold >= k)
-      throw ConfigError("--fold " + std::to_string(o.fold) + ": the run has k = " + std::to_string(k) + " folds (0 .. " + std::to_string(k - 1) + ")");
-    r.folds.push_back(o.fold);
-  }
-  for (int f : r.folds) {
-    const std::string p = ckpt(f);
-    if (!stdfs::exists(p)) throw ConfigError("--run " + o.run + ": fold " + std::to_string(f) + " has no checkpoint.pt (" + p + "): train it first");
-    const CheckpointState st = peek_checkpoint(p);
-    if (!st.finished)
-      throw FormatError(p, "meta.finished", "false: fold " + std::to_string(f) + " did not finish training (train --resume finishes it)");
-    const std::string have = st.provenance.value("data_checksum", "");
-    if (have != checksum)
-      throw StaleError(p + ": trained on a cache with data_checksum " + have + ", but the run's preprocessing.json describes " + checksum);
-    const std::string model = st.config.value("model", "");
-    if (!r.model.empty() && model != r.model)
-      throw FormatError(p, "meta.config.model", model + ", but fold " + std::to_string(r.folds[0]) + " is a " + r.model + ": not one run");
-    r.model = model;
-    r.precision = st.config.value("precision", "fp32");
-    r.checkpoints.push_back(p);
   }
 }
 
@@ -549,24 +440,6 @@ json predict_scene(const dist::Comm& world, const Models& m, const SceneInput& i
   return rec;
 }
 
-}  // namespace
-
-RunSpec read_run(const std::string& run, int fold, bool ensemble) {
-  PredictOptions o;
-  o.run = run;
-  o.fold = fold;
-  o.ensemble = ensemble;
-  const int k = run_folds(o);
-  const json pp = read_preprocessing(o.run);
-  RunSpec r;
-  r.manifest = pp.at("manifest");
-  r.wavelengths = pp.value("wavelengths", std::vector<double>{});
-  r.label_values = r.manifest.at("label_values").get<std::vector<std::int32_t>>();
-  choose_checkpoints(o, k, r.manifest.value("data_checksum", ""), r);
-  map_nodata(r.label_values);  // refuses labels a map cannot store
-  return r;
-}
-
 /// glibc's malloc hands a batch's activations (MiBs each) back to the kernel when they are freed, and the next
 /// forward pass faults them in again, a page at a time: keep freed memory in the process instead (blocks up to
 /// 32 MiB from the heap, no trimming below 1 GiB). hybridsn, 1024 x 1024, 2 ranks, batch 256: 80.1 s with
@@ -576,6 +449,9 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_TOP_PAD, 64 << 20);
 }
+
+}  // namespace
+
 
 int predict(const PredictOptions& o, const dist::Comm& world, std::ostream& log) {
   keep_freed_memory();
