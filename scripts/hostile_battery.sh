@@ -8,6 +8,7 @@
 #     SIGUSR1 and then dies of SIGSEGV (Open MPI's crash), Slurm's pair (USR1, then TERM 0.3 s later) sent to the
 #     batch shell, and an scontrol stand-in that records the requeue (the real Slurm: ctest -R slurm_preempt_pair).
 # Needs /usr/bin/python3 with numpy and scipy (the scenes of items 7, 11, 12, 14).
+#   HSIPIPE_BATTERY_KEEP=1  keep the temporary directory (its path is printed) to look at what each case left
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
