@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/hostile_battery.sh [BUILD_DIR]: issue 35's hostile cases, one command each (items 1-16), run on
+# scripts/hostile_battery.sh [BUILD_DIR]: issue 35's hostile cases, one command each (items 1-16), and issue 43's
+# (rows 43.N: the item of issue 43; tests/train/test_hostile.py checks them, with variants), run on
 # synthetic scenes in a temporary directory; prints a markdown table: item, the command (run in that directory,
 # `hsipipe` = BUILD_DIR/hsipipe, default build/), its exit code, the first line of its message (the first error
 # line, else the line that answers the case) and a check made after it. About 20 s on 2 cores.
@@ -55,10 +56,12 @@ HSIPIPE_TEST_STEP_DELAY_MS=20 timeout --preserve-status -s USR1 3 hsipipe train 
   --checkpoint-every 0 --out runA >runA.log 2>&1
 [[ $? == 75 && -e runA/fold-0/checkpoint.pt ]] || { cat runA.log; echo "set-up: run A did not checkpoint" >&2; exit 1; }
 cp runA/fold-0/checkpoint.pt checkpointA.pt
-# run M: fold 0 with lr 0.01, folds 1 and 2 with lr 0.001
+# run M: fold 0 with lr 0.01, folds 1 and 2 with lr 0.001, trained apart (train refuses other settings into one
+# run) and put together
 quiet hsipipe train --cache cache --folds folds.json --fold 0 --epochs 1 $TR --lr 0.01 --out runM
-quiet hsipipe train --cache cache --folds folds.json --fold 1 --epochs 1 $TR --lr 0.001 --out runM
-quiet hsipipe train --cache cache --folds folds.json --fold 2 --epochs 1 $TR --lr 0.001 --out runM
+quiet hsipipe train --cache cache --folds folds.json --fold 1 --epochs 1 $TR --lr 0.001 --out runM12
+quiet hsipipe train --cache cache --folds folds.json --fold 2 --epochs 1 $TR --lr 0.001 --out runM12
+cp -r runM12/fold-1 runM12/fold-2 runM/
 # a folds file whose fold 2 is empty, its fingerprint recomputed by the reference implementation
 quiet "$PY" -c "import json, sys; sys.path.insert(0, '$ROOT/scripts'); import folds_reference as fr
 j = json.load(open('folds.json')); j['fold'] = [1 if f == 2 else f for f in j['fold']]
@@ -173,6 +176,55 @@ row 14 "hsipipe decode --scene bad.hdr --labels bad_gt.hdr --out newdir/sub/cach
 row 15 "hsipipe synth --out cache --rows 8 --cols 8 --bands 4"
 row 16 "mpiexec -n 4 hsipipe decode --scene scene/scene.hdr --out x --no-progress --no-progress" error \
   "echo \"lines with 'error:' (4 ranks): \$(grep -c 'error:' last.out)\""
+
+# ---------------------------------------------------------------- issue 43: the second battery
+quiet hsipipe train --cache cache --folds folds.json --fold all --epochs 1 $TR --out runK
+quiet hsipipe train --cache cache --folds folds.json --fold 0 --epochs 1 $TR --seed 2 --out runS
+echo "my notes" >notes.txt
+row 43.1a "hsipipe export --run runK --fold 1 --out runK/fold-1/checkpoint.pt --force" error "cmp -s runK/fold-1/checkpoint.pt runK/fold-1/checkpoint.pt && echo 'checkpoint intact'"
+row 43.1b "hsipipe export --run runK --fold 1 --out notes.txt" error "cat notes.txt"
+row 43.1c "hsipipe predict --run runK --fold 0 --scene scene/scene.hdr --name ../../victim --out maps43" error \
+  "ls ../../victim* 2>/dev/null | head -1 || echo 'nothing outside --out'"
+printf '[scene.../../x]\npath = scene/scene.hdr\n' >p43.ini
+row 43.1d "hsipipe predict --config p43.ini --run runK --fold 0 --out maps43" error
+quiet hsipipe predict --run runK --fold 0 --scene scene/scene.hdr --name s --out maps43
+row 43.1e "hsipipe predict --run runK --fold 0 --scene scene/scene.hdr --name s --out maps43" error
+row 43.1f "hsipipe folds --cache cache --k 3 --seed 1 --out notes.txt" error "cat notes.txt"
+row 43.1g "hsipipe synth --out scene --rows 8 --cols 8 --bands 4" error "grep -m1 lines scene/scene.hdr"
+cp runK/fold-0/checkpoint.pt ck0.pt && cp runK/fold-1/checkpoint.pt runK/fold-0/checkpoint.pt
+row 43.2a "hsipipe predict --run runK --fold 0 --scene scene/scene.hdr --out maps43b" error
+row 43.2b "hsipipe export --run runK --fold 0 --out m43.pt" error
+row 43.2c "hsipipe report runK" error
+cp runS/fold-0/checkpoint.pt runK/fold-0/checkpoint.pt
+row 43.2d "hsipipe predict --run runK --ensemble --scene scene/scene.hdr --out maps43b" error
+cp ck0.pt runK/fold-0/checkpoint.pt
+HSIPIPE_TEST_STEP_DELAY_MS=30 hsipipe train --cache cache --folds folds.json --fold 2 --epochs 300 $TR --out runL >runL.log 2>&1 &
+live=$!
+for _ in $(seq 200); do [[ -e runL/fold-2/epochs.jsonl ]] && break; sleep 0.05; done
+row 43.3 "hsipipe train --cache cache --folds folds.json --fold 2 --epochs 300 $TR --resume --out runL" error
+kill -9 $live 2>/dev/null; wait $live 2>/dev/null
+cp -r cache cache43 && "$PY" -c "
+import json; m = json.load(open('cache43/manifest.json')); m['statistics']['shift'][0] += 1
+open('cache43/manifest.json', 'w').write(json.dumps(m, indent=1) + '\n')"
+row 43.4a "hsipipe train --cache cache43 --folds folds.json --fold 0 --epochs 1 $TR --out run43" error
+cp -r runK runE && "$PY" -c "
+import json; m = json.load(open('runE/preprocessing.json')); m['manifest']['label_values'].append(9)
+open('runE/preprocessing.json', 'w').write(json.dumps(m, indent=1) + '\n')"
+row 43.4b "hsipipe predict --run runE --fold 0 --scene scene/scene.hdr --out maps43c" error
+"$PY" -c "
+import numpy as np
+l = np.fromfile('scene/labels.img', dtype=np.uint8).astype(np.int32); l[7] = 70000; l.tofile('big.img')
+open('big.hdr', 'w').write('ENVI\nsamples = 30\nlines = 30\nbands = 1\nheader offset = 0\ndata type = 3\ninterleave = bsq\nbyte order = 0\n')"
+row 43.5 "hsipipe decode --scene scene/scene.hdr --labels big.hdr --out c43 --no-progress" error
+row 43.6a "hsipipe train --cache cache --folds folds.json --fold 0 --epochs 1 $TR --threads 1000 --out run43" error
+row 43.6b "hsipipe train --cache cache --folds folds.json --fold 0 --epochs 1 $TR --prefetch 1000000000 --out run43" error
+row 43.7a "hsipipe train --cache cache --folds /dev/zero --fold 0 --epochs 1 $TR --out run43" error
+row 43.7b "hsipipe folds --check /dev/urandom --cache cache" error
+row 43.9a "hsipipe train --cache cache --folds folds.json --fold 0 --epochs 1 $TR --out cache" error
+row 43.9b "hsipipe train --cache cache --folds folds.json --fold 0 --epochs 1 $TR --batch 1000000000000 --out run43" error
+row 43.9c "HSIPIPE_TEST_DELAY_PUBLISH_MS=4000 timeout -s TERM 1.5 hsipipe decode --scene scene/scene.hdr --out c43b --no-progress" \
+  "interrupted|error" "test -e c43b && echo 'c43b published' || echo 'nothing published'"
+row 43.9d "hsipipe folds --check scene --cache cache" error
 unset -f row
 
 echo "| item | command | exit | message | after |"

@@ -4,7 +4,9 @@
 //
 //   PATH/manifest.json   always; written last before the rename. Keys other tools rely on:
 //                        format_version, n_samples, n_bands, layout, dtype, data_checksum, sources,
-//                        backend, patch, border, scenes [{name, rows, cols}], label_values.
+//                        backend, patch, border, scenes [{name, rows, cols}], label_values, and
+//                        manifest_xxh3: the seal of the file's own text (core/seal.hpp), which open() checks
+//                        (an edited field is a FormatError naming manifest_xxh3; none in older caches).
 //                        Also: params (every preprocessing parameter, compared for reuse; scenes[] with the
 //                        variable read and a MATLAB matrix's image_size), statistics {over (what was used:
 //                        "all-pixels" for a cache without labels), count, mean, std, min, max, shift, scale},
@@ -84,6 +86,8 @@ class CacheReader {
 
   const std::string& dir() const noexcept { return dir_; }
   const nlohmann::json& manifest() const noexcept { return manifest_; }
+  /// The manifest's seal ("manifest_xxh3", core/seal.hpp), checked by open(); "" for a cache decoded before seals.
+  const std::string& manifest_seal() const noexcept { return manifest_seal_; }
   std::uint64_t n_samples() const;
   int n_bands() const;
   Layout layout() const;
@@ -104,6 +108,7 @@ class CacheReader {
  private:
   std::string dir_;
   nlohmann::json manifest_;
+  std::string manifest_seal_;
 };
 
 /// A local source a manifest records, as it is now (remote sources are not looked at here: verify asks

@@ -25,6 +25,7 @@
 #include "cache/write_pass.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/signals.hpp"
 #include "core/test_hook.hpp"
 
 namespace hsipipe::cache {
@@ -114,6 +115,9 @@ void Decoder::take_lock() {
   if (lock_) return;
   made_.make(parent_dir(out_));
   lock_ = std::make_unique<LockFile>(out_ + ".lock");
+  install_interrupt_note("decode of " + out_ + " stopped; nothing was published (" + out_ +
+                         " is as it was). The next decode of it removes the lock " + out_ + ".lock and the temporary copy " + out_ +
+                         ".tmp-*: run the same command again");
   remove_job_copies(out_, [](const std::string& p) {
     std::cerr << "decode: removing " << p << " (left by an interrupted decode)\n";
   });
@@ -333,6 +337,7 @@ void Decoder::publish(Sink& sink, const std::string& manifest) {
     fs::write_text_atomic(tmp_ + "/manifest.json", manifest);
     fsync_dir(tmp_);
     publish_dir(tmp_, out_);
+    clear_interrupt_note();  // published: the note's "nothing was published" no longer holds
   });
 }
 

@@ -14,6 +14,7 @@
 
 #include "cache/publish.hpp"
 #include "core/fs.hpp"
+#include "core/seal.hpp"
 #if __has_include("core/version.hpp")
 #include "core/version.hpp"
 #else
@@ -149,7 +150,7 @@ std::string build_manifest(const DecodePlan& plan, const json& params, const jso
   if (!wl.wavelengths.empty()) m["bands"]["wavelength_units"] = wl.wavelength_units;
   m["pca"] = manifest_pca(plan, f);
   m["libraries"] = library_versions();
-  return m.dump(1);
+  return seal_json(std::move(m), "manifest_xxh3", 1);  // core/seal.hpp: train, predict and export check it on open
 }
 
 nlohmann::json decode_params_json(const DecodeOptions& o) {

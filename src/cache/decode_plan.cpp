@@ -161,7 +161,11 @@ void DecodePlan::validity_pass(const dist::Comm& comm, Timers& t) {
   }
 }
 
-/// Throws when sample i of `st` has a label no fold can hold (negative) or beyond the file's classes.
+/// The largest label a cache takes: what predict's UInt16 class map holds beside its nodata value.
+constexpr std::int32_t kMaxLabel = 65534;
+
+/// Throws when sample i of `st` has a label no fold can hold (negative), no class map can hold (> kMaxLabel),
+/// or beyond the file's classes.
 void DecodePlan::check_label(const SceneState& st, std::size_t i) const {
   // labels of samples are >= 0: a negative one would be a sample in no fold (folds' "unlabeled")
   if (st.labels->labels[i] < 0) {
@@ -169,6 +173,14 @@ void DecodePlan::check_label(const SceneState& st, std::size_t i) const {
                       "pixel (row " + std::to_string(i / st.cols) + ", col " + std::to_string(i % st.cols) + ") has label " +
                           std::to_string(st.labels->labels[i]) + ": labels must be >= 0, or the --ignore-label value (" +
                           std::to_string(opts.ignore_label) + ") for pixels that are not samples");
+  }
+  // a class map (predict's GeoTIFF/ENVI output, UInt16 with a nodata value) holds labels 0 .. 65534: a larger one
+  // trained for hours and was refused only by predict, naming no file
+  if (st.labels->labels[i] > kMaxLabel) {
+    throw FormatError(st.input.labels->str(), "label",
+                      "pixel (row " + std::to_string(i / st.cols) + ", col " + std::to_string(i % st.cols) + ") has label " +
+                          std::to_string(st.labels->labels[i]) + ": class maps store labels 0 .. " + std::to_string(kMaxLabel) +
+                          " (renumber the classes, or give this value as --ignore-label)");
   }
   // the label file's own count of classes (ENVI `classes = N`): a sample's id beyond it is a lying header
   // or the wrong file

@@ -161,14 +161,14 @@ void fsync_dir(const std::string& dir) {
   ::close(fd);
 }
 
-LockFile::LockFile(const std::string& path, Mode mode) : path_(path), shared_(mode == Mode::read_only) {
+LockFile::LockFile(const std::string& path, Mode mode, const std::string& busy) : path_(path), shared_(mode == Mode::read_only) {
   fd_ = fs::lock_lock_file(path, (shared_ ? LOCK_SH : LOCK_EX) | LOCK_NB, !shared_);
   if (fd_ < 0 && shared_ && errno == ENOENT) return;
   if (fd_ < 0) {
     const int e = errno;
     if (e != EWOULDBLOCK) throw IoError(path, "open lock file", e);
     const std::string holder = fs::lock_holder(path);
-    throw Error(path + ": another decode is building this cache now (lock held by " +
+    throw Error(path + ": " + busy + " (lock held by " +
                 (holder.empty() ? std::string("an unknown process") : holder) +
                 "); wait for it or remove nothing and retry later");
   }

@@ -61,7 +61,9 @@ class LockFile {
   /// read_only: for checking a cache where the lock file cannot be created. A shared lock on the lock file
   /// when it exists (read-only descriptor), so that a decode building there now (exclusive) is seen, and
   /// holds off while the cache is compared; none when there is no lock file (no decode ever built there).
-  explicit LockFile(const std::string& path, Mode mode = Mode::build);
+  /// `busy`: what the holder is doing, for the message when another process holds the lock.
+  explicit LockFile(const std::string& path, Mode mode = Mode::build,
+                    const std::string& busy = "another decode is building this cache now");
   ~LockFile();
   LockFile(const LockFile&) = delete;
   LockFile& operator=(const LockFile&) = delete;

@@ -15,6 +15,7 @@
 #include "cache/npy.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/seal.hpp"
 #include "core/hash.hpp"
 
 namespace hsipipe::cache {
@@ -93,7 +94,11 @@ CacheReader CacheReader::open(const std::string& dir) {
     throw StaleError(dir + ": the temporary or replaced copy of a decode or stage that did not finish, not a "
                            "published cache (the next decode or stage of that cache removes it)");
   }
-  return open_own_copy(dir);
+  CacheReader c = open_own_copy(dir);
+  // last, so that a damaged manifest's own field is named first: any edit of the text (core/seal.hpp)
+  const std::string mpath = c.dir_ + "/manifest.json";
+  c.manifest_seal_ = check_seal(fs::read_text(mpath), "manifest_xxh3", mpath);
+  return c;
 }
 
 CacheReader CacheReader::open_own_copy(const std::string& dir) {
@@ -203,8 +208,17 @@ CacheReader CacheReader::open_own_copy(const std::string& dir) {
   return c;
 }
 
-std::uint64_t CacheReader::n_samples() const { return manifest_.at("n_samples").get<std::uint64_t>(); }
-int CacheReader::n_bands() const { return manifest_.at("n_bands").get<int>(); }
+std::uint64_t CacheReader::n_samples() const {
+  const auto& v = manifest_.at("n_samples");
+  if (!v.is_number_unsigned()) throw FormatError(dir_ + "/manifest.json", "n_samples", v.dump() + " (expected an integer >= 0)");
+  return v.get<std::uint64_t>();
+}
+int CacheReader::n_bands() const {
+  const auto& v = manifest_.at("n_bands");
+  if (!v.is_number_unsigned() || v.get<std::uint64_t>() < 1 || v.get<std::uint64_t>() > 1000000)
+    throw FormatError(dir_ + "/manifest.json", "n_bands", v.dump() + " (expected 1 .. 1000000)");
+  return v.get<int>();
+}
 Layout CacheReader::layout() const { return layout_from_name(manifest_.at("layout").get<std::string>()); }
 DType CacheReader::dtype() const {
   const std::string s = manifest_.at("dtype").get<std::string>();
@@ -218,8 +232,21 @@ std::string CacheReader::backend() const { return manifest_.at("backend").get<st
 
 std::vector<SceneDims> CacheReader::scenes() const {
   std::vector<SceneDims> out;
+  // sizes a scene can have (16.7 M lines or samples, 17 G pixels): a larger value is an edited manifest, refused
+  // here rather than found when a fold's map of rows x cols pixels fails to allocate after the fold has trained
+  constexpr std::int64_t kMaxSide = std::int64_t{1} << 24, kMaxPixels = std::int64_t{1} << 34;
   for (const auto& s : manifest_.at("scenes")) {
-    out.push_back({s.at("name").get<std::string>(), s.at("rows").get<std::uint32_t>(), s.at("cols").get<std::uint32_t>()});
+    const std::string field = "scenes[" + std::to_string(out.size()) + "]";
+    const auto side = [&](const char* k) {
+      const auto& v = s.at(k);
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > kMaxSide)
+        throw FormatError(dir_ + "/manifest.json", field + "." + k, v.dump() + " (expected 1 .. " + std::to_string(kMaxSide) + ")");
+      return static_cast<std::uint32_t>(v.get<std::int64_t>());
+    };
+    const std::uint32_t rows = side("rows"), cols = side("cols");
+    if (static_cast<std::int64_t>(rows) * cols > kMaxPixels)
+      throw FormatError(dir_ + "/manifest.json", field, std::to_string(rows) + " x " + std::to_string(cols) + " pixels (at most 2^34)");
+    out.push_back({s.at("name").get<std::string>(), rows, cols});
   }
   return out;
 }
@@ -255,6 +282,13 @@ SampleTable CacheReader::read_sample_table() const {
     t.scene[i] = coords[3 * i];
     t.row[i] = coords[3 * i + 1];
     t.col[i] = coords[3 * i + 2];
+    // every sample lies in its scene: the sizes of the manifest and the coordinates of the files agree
+    const auto sc = static_cast<std::size_t>(t.scene[i]);
+    if (t.scene[i] < 0 || sc >= t.scenes.size() || t.row[i] < 0 || t.col[i] < 0 ||
+        static_cast<std::uint32_t>(t.row[i]) >= t.scenes[sc].rows || static_cast<std::uint32_t>(t.col[i]) >= t.scenes[sc].cols)
+      throw StaleError(dir_ + ": sample " + std::to_string(i) + " at scene " + std::to_string(t.scene[i]) + " (" +
+                       std::to_string(t.row[i]) + ", " + std::to_string(t.col[i]) +
+                       ") lies outside the scenes of manifest.json (coords and the manifest's scenes[].rows/cols disagree)");
   }
   return t;
 }

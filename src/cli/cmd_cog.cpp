@@ -24,6 +24,7 @@
 
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "core/outputs.hpp"
 #include "io/gdal_api.hpp"
 #include "io/scene.hpp"
 
@@ -75,9 +76,12 @@ int run_cog(int argc, char** argv) {
     for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (ext != ".tif" && ext != ".tiff") throw ConfigError("hsipipe cog: OUT '" + out + "': expected a .tif or .tiff name");
   }
-  if (std::filesystem::exists(out_path) && !vm["force"].as<bool>()) {
-    throw ConfigError("hsipipe cog: OUT '" + out + "' exists (use --force to overwrite)");
+  {
+    std::error_code ec;  // never the scene being read, --force or not
+    if (std::filesystem::exists(in, ec) && std::filesystem::equivalent(in, out_path, ec))
+      throw ConfigError("hsipipe cog: OUT '" + out + "' is IN: write the COG to another file");
   }
+  outputs::check_output_file(out, vm["force"].as<bool>(), "hsipipe cog OUT");
   const auto parent = out_path.has_parent_path() ? out_path.parent_path() : std::filesystem::path(".");
   if (!std::filesystem::is_directory(parent)) throw IoError(out, "the output directory does not exist");
 

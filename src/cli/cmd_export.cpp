@@ -19,6 +19,7 @@ int run_export(int argc, char** argv) {
       ("out", po::value<std::string>(), "file to write (model.pt): torch.load gives the state_dict, the input shape, "
                                         "label values, preprocessing and example logits")
       ("examples", po::value<int>()->default_value(d.examples), "random example inputs stored with hsipipe's logits for them")
+      ("force", po::bool_switch(), "replace --out when it exists (never a file of a run or a cache)")
       ("quiet", po::bool_switch(), "no summary line");
   const Parsed a = parse(argc, argv, "export", "--run RUN_DIR --fold I --out model.pt [options]", desc);
   if (a.help) return 0;
@@ -31,6 +32,7 @@ int run_export(int argc, char** argv) {
   o.out = vm["out"].as<std::string>();
   o.examples = vm["examples"].as<int>();
   o.quiet = vm["quiet"].as<bool>();
+  o.force = vm["force"].as<bool>();
   train::export_model(o, std::cout);
   return 0;
 }

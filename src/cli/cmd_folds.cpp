@@ -14,6 +14,7 @@
 #include "cache/cache.hpp"
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "core/outputs.hpp"
 #include "core/fs.hpp"
 #include "folds/folds.hpp"
 
@@ -111,7 +112,7 @@ LoadedTable load_csv(const std::string& path) {
   return out;
 }
 
-void export_csv(const LoadedTable& t, const std::string& path) {
+void export_csv(const LoadedTable& t, const std::string& path, bool force) {
   std::string s = "# hsipipe-samples 1\n# patch," + std::to_string(t.patch) + "\n";
   for (std::size_t i = 0; i < t.sizes.size(); ++i) {
     s += "# scene," + std::to_string(i) + "," + std::to_string(t.sizes[i].rows) + "," + std::to_string(t.sizes[i].cols) +
@@ -122,6 +123,7 @@ void export_csv(const LoadedTable& t, const std::string& path) {
     s += std::to_string(i) + "," + std::to_string(t.scene[i]) + "," + std::to_string(t.row[i]) + "," +
          std::to_string(t.col[i]) + "," + std::to_string(t.label[i]) + "\n";
   }
+  outputs::check_output_file(path, force, "folds --export-samples", &s);
   fs::write_text_atomic(path, s);
 }
 
@@ -205,7 +207,8 @@ int run_folds(int argc, char** argv) {
       ("buffer", po::value<int>(), "spatial: exclusion radius in pixels (default patch / 2)")
       ("out", po::value<std::string>(), "write the folds file (JSON) here")
       ("check", po::value<std::string>(), "verify this folds file against --cache (or --samples)")
-      ("export-samples", po::value<std::string>(), "write the sample table as CSV (docs/FOLDS.md section 11)");
+      ("export-samples", po::value<std::string>(), "write the sample table as CSV (docs/FOLDS.md section 11)")
+      ("force", po::bool_switch(), "replace an existing --out / --export-samples file that holds other content");
   const Parsed a = parse(argc, argv, "folds",
                          "--cache DIR --k 5 --seed 42 --strategy stratified|spatial|random --out FOLDS.json\n"
                          "       hsipipe folds --check FOLDS.json --cache DIR\n"
@@ -218,14 +221,11 @@ int run_folds(int argc, char** argv) {
     throw ConfigError("hsipipe folds: nothing to do: give --out FOLDS.json, --check FOLDS.json or --export-samples CSV");
   }
   if (vm.count("check") && vm.count("out")) throw ConfigError("hsipipe folds: --check and --out exclude each other");
-  // A cache's folder is the cache: a folds file (or an exported table) there would replace or add to it
-  for (const char* opt : {"out", "export-samples"}) {
-    if (!vm.count(opt)) continue;
-    const auto dir = std::filesystem::absolute(vm[opt].as<std::string>()).parent_path();
-    if (std::filesystem::exists(dir / "manifest.json"))
-      throw ConfigError(std::string("--") + opt + " " + vm[opt].as<std::string>() + ": " + dir.string() +
-                        " is a cache (it holds manifest.json): write the file beside it, not into it");
-  }
+  // Where the files go, before reading anything (core/outputs.hpp: never into a cache or a run's own folders);
+  // an existing file is checked again against the bytes to write: a rerun that writes the same is no loss
+  for (const char* opt : {"out", "export-samples"})
+    if (vm.count(opt)) outputs::check_output_file(vm[opt].as<std::string>(), true, std::string("folds --") + opt);
+  const bool force = vm["force"].as<bool>();
 
   // Validate every option before reading anything.
   folds::FoldParams p;
@@ -251,7 +251,7 @@ int run_folds(int argc, char** argv) {
 
   if (vm.count("export-samples")) {
     const std::string out = vm["export-samples"].as<std::string>();
-    export_csv(table, out);
+    export_csv(table, out, force);
     std::cout << "wrote " << out << " (" << table.label.size() << " samples, samples_checksum "
               << folds::samples_checksum(view) << ")\n";
   }
@@ -280,7 +280,9 @@ int run_folds(int argc, char** argv) {
     f.data_checksum = table.data_checksum;
     print_summary(f, std::cout);
     for (const auto& w : f.warnings) std::cerr << "hsipipe folds: warning: " << w << "\n";
-    folds::save_folds(f, out);
+    const std::string text = folds::to_json_text(f);
+    outputs::check_output_file(out, force, "folds --out", &text);
+    fs::write_text_atomic(out, text);
     std::cout << "wrote " << out << "\n";
   }
   return 0;

@@ -9,6 +9,7 @@
 #include "cli/collective_errors.hpp"
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "core/outputs.hpp"
 #include "dist/mpi.hpp"
 #include "train/predict.hpp"
 
@@ -79,6 +80,7 @@ int run_predict(int argc, char** argv) {
       ("probabilities", po::bool_switch(), "also NAME_probabilities.npy: float16 [H, W, C] softmax scores")
       ("device", po::value<std::string>()->default_value(d.device), "auto | cpu | cuda (one GPU per rank: local rank)")
       ("batch", po::value<std::int64_t>()->default_value(d.batch, "auto"), "pixels per forward pass and rank (auto: on a CPU, as many as keep the largest layer output at most 16 MiB, 32 to 1024: larger ones were slower, hybridsn 33 s at 1024 against 17 s at 256; on a GPU 1024)")
+      ("force", po::bool_switch(), "replace the earlier maps of a scene of the same name in --out")
       ("quiet", po::bool_switch(), "no summary line per scene");
   const Parsed a = parse(argc, argv, "predict",
                          "--run RUN_DIR [--fold I | --ensemble] --scene PATH[:VAR] ... --out DIR [options]\n"
@@ -102,6 +104,8 @@ int run_predict(int argc, char** argv) {
   if (o.batch < 0) throw ConfigError("--batch: must be at least 1 (or 0 / unset: auto)");
   o.probabilities = vm["probabilities"].as<bool>();
   o.quiet = vm["quiet"].as<bool>();
+  o.force = vm["force"].as<bool>();
+  for (const auto& s : o.scenes) outputs::check_file_stem(s.name, "predict --name (or the INI's [scene.NAME])");
   for (std::size_t i = 0; i < o.scenes.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (o.scenes[i].name == o.scenes[j].name)

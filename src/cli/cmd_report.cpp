@@ -9,6 +9,7 @@
 
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "train/predict.hpp"
 #include "train/results.hpp"
 
 namespace hsipipe::cli {
@@ -39,6 +40,7 @@ int run_report(int argc, char** argv) {
     folds.push_back(k);
   }
   const std::string dir = p.vm["run-dir"].as<std::string>();
+  train::check_fold_checkpoints(dir);
   const auto summary = train::summarize_run(dir, folds, p.vm["allow-mixed"].as<bool>());
   if (!p.vm["quiet"].as<bool>()) std::cout << train::summary_markdown(summary);
   std::cout << "report: wrote " << dir << "/summary.json and " << dir << "/summary.md ("

@@ -9,6 +9,7 @@
 #include "cache/stage.hpp"
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "core/outputs.hpp"
 #include "io/synth.hpp"
 
 namespace hsipipe::cli {
@@ -36,7 +37,8 @@ int run_synth(int argc, char** argv) {
       ("seed", po::value<std::string>()->default_value("1"), "seed, unsigned 64-bit")
       ("labeled-fraction", po::value<double>()->default_value(1.0),
        "sparse ground truth: keep labels only in survey plots (a disc in every labeled parcel) covering this "
-       "fraction of the scene, in (0, 1]; 1 keeps every labeled pixel");
+       "fraction of the scene, in (0, 1]; 1 keeps every labeled pixel")
+      ("force", po::bool_switch(), "replace scene.hdr/img and labels.hdr/img when --out already holds them");
   const Parsed a = parse(argc, argv, "synth",
                          "--out DIR [--rows 145 --cols 145 --bands 200 --classes 8 --interleave bil --dtype int16 "
                          "--byte-order 0 --seed 1 --labeled-fraction 1]",
@@ -75,6 +77,9 @@ int run_synth(int argc, char** argv) {
     if (std::filesystem::exists(std::filesystem::path(out) / f))
       throw ConfigError("synth --out " + out + ": is a cache (it holds " + f +
                         "); synth writes a scene into a folder of its own: choose another --out (nothing was written)");
+  // the four files synth writes: never into a cache or run, an existing one only with --force
+  for (const char* f : {"scene.hdr", "scene.img", "labels.hdr", "labels.img"})
+    outputs::check_output_file((std::filesystem::path(out) / f).string(), vm["force"].as<bool>(), "synth --out");
   const auto t0 = std::chrono::steady_clock::now();
   const io::SynthFiles f = io::write_synthetic_scene(out, o);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

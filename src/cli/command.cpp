@@ -6,9 +6,11 @@
 #include <iostream>
 #include <iterator>
 #include <set>
+#include <sstream>
 
 #include "cli/plugin.hpp"
 #include "core/error.hpp"
+#include "core/fs.hpp"
 
 namespace hsipipe::cli {
 
@@ -53,8 +55,13 @@ void refuse_negative_unsigned(const po::parsed_options& parsed, const po::option
 
 void apply_config(const std::string& path, const std::string& command, const po::options_description& desc,
                   Parsed& out) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot open config file (--config)");
+  std::string text;
+  try {
+    text = fs::read_text(path, fs::kMaxHeaderBytes);
+  } catch (const IoError& e) {
+    throw ConfigError(std::string(e.what()) + " (--config)");
+  }
+  std::istringstream in(text);
   po::options_description none;
   po::parsed_options raw(&none);
   try {

@@ -16,9 +16,46 @@ IoError::IoError(const std::string& path, const std::string& op, int err)
 
 IoError::IoError(const std::string& path, const std::string& what) : Error(path + ": " + what) {}
 
+namespace {
+/// Length of the valid UTF-8 sequence at s[i] (1-4), or 0.
+std::size_t utf8_length(const std::string& s, std::size_t i) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  const std::size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return 0;
+  return n;
+}
+}  // namespace
+
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const std::size_t n = utf8_length(text, i);
+    if (n == 0 || (n == 1 && ((b < 0x20 && b != '\n' && b != '\t') || b == 0x7f))) {
+      static const char* const hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[b >> 4];
+      out += hex[b & 15];
+      ++i;
+      continue;
+    }
+    out.append(text, i, n);
+    i += n;
+  }
+  return out;
+}
+
 void print_error_line(const std::string& line) noexcept {
   std::cerr.flush();  // whatever went through std::cerr first stays first
-  const std::string text = line + "\n";
+  std::string text;
+  try {
+    text = printable(line) + "\n";  // a file's raw bytes in a message never reach the terminal as they are
+  } catch (...) {
+    text = line + "\n";
+  }
   for (std::size_t off = 0; off < text.size();) {
     const ssize_t n = ::write(STDERR_FILENO, text.data() + off, text.size() - off);
     if (n < 0 && errno == EINTR) continue;

@@ -57,6 +57,10 @@ inline constexpr const char* kOutOfMemory =
 /// (MPI ranks under mpiexec) never interleave inside a line, as `std::cerr << a << b` (a write per piece) did.
 void print_error_line(const std::string& line) noexcept;
 
+/// TEXT with control characters (but newline and tab) and bytes that are not UTF-8 written as \xNN: a header's
+/// binary bytes quoted in a message reach the terminal as text (print_error_line applies it).
+std::string printable(const std::string& text);
+
 /// std::filesystem's error (create_directories, rename, ...) as an IoError naming the path first:
 /// "PATH: cannot create directories: Not a directory".
 IoError io_error_from(const std::filesystem::filesystem_error& e);

@@ -28,7 +28,16 @@ FileStat stat_file(const std::string& path) {
           static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec};
 }
 
-std::string read_text(const std::string& path) {
+std::string read_text(const std::string& path, std::uint64_t max_bytes) {
+  // a device (/dev/zero), FIFO or folder is never a file hsipipe reads whole: /dev/zero as --folds once read
+  // until the OOM killer came, and a folder gave "unexpected end of input"
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw IoError(path, "open", errno);
+  if (S_ISDIR(st.st_mode)) throw IoError(path, "is a folder, not a file");
+  if (!S_ISREG(st.st_mode)) throw IoError(path, "is not a regular file (a device, FIFO or socket)");
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    throw IoError(path, "is " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) +
+                            " such a file may have (not the file meant?)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(path, "open", errno ? errno : ENOENT);
   std::ostringstream ss;

@@ -14,8 +14,13 @@ struct FileStat {
 };
 FileStat stat_file(const std::string& path);  ///< throws IoError
 
-/// Whole file as a string; throws IoError naming the path.
-std::string read_text(const std::string& path);
+/// Largest JSON / text file read whole by default (folds files of ~100 M samples, manifests, records).
+inline constexpr std::uint64_t kMaxTextBytes = std::uint64_t{1} << 30;
+/// Largest header or config file (ENVI .hdr, INI --config).
+inline constexpr std::uint64_t kMaxHeaderBytes = std::uint64_t{64} << 20;
+/// Whole file as a string; throws IoError naming the path, also for a folder, a device, a FIFO or a socket
+/// (never read whole) and for a file over max_bytes.
+std::string read_text(const std::string& path, std::uint64_t max_bytes = kMaxTextBytes);
 /// Writes via PATH.tmp-<pid> + fsync + rename: readers never see a partial file.
 void write_text_atomic(const std::string& path, const std::string& text);
 

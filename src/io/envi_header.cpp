@@ -383,6 +383,11 @@ EnviFiles find_envi_files(const std::string& path) {
         return f;
       }
     }
+    for (const char* e : exts) {
+      std::error_code ec;
+      if (std::filesystem::is_directory(base + e, ec) && *e)
+        throw IoError(path, "its data file " + base + e + " is a folder, not a file");
+    }
     throw IoError(path, "no ENVI data file next to this header (tried " + base + " with no extension, .img, .dat, .bsq, .bil, .bip, .raw)");
   }
   f.data = path;

@@ -152,7 +152,7 @@ std::unique_ptr<Scene> open_envi(const SceneSpec& spec) {
     throw ConfigError(spec.str() + ": an ENVI scene has no variables (remove ':" + spec.variable + "')");
   }
   EnviFiles files = find_envi_files(spec.path);
-  const std::string text = fs::read_text(files.header);
+  const std::string text = fs::read_text(files.header, fs::kMaxHeaderBytes);
   EnviHeader h = parse_envi_header(text, files.header);
   return std::make_unique<EnviScene>(std::move(files), std::move(h));
 }

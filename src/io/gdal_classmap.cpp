@@ -92,6 +92,18 @@ void fill(GDALDatasetH ds, const ClassRaster& r, const std::string& out) {
   }
 }
 
+/// A GDAL configuration option set for this thread while in scope (also when an error leaves it).
+class ThreadOption {
+ public:
+  ThreadOption(const char* key, const char* value) : key_(key) { CPLSetThreadLocalConfigOption(key, value); }
+  ~ThreadOption() { CPLSetThreadLocalConfigOption(key_, nullptr); }
+  ThreadOption(const ThreadOption&) = delete;
+  ThreadOption& operator=(const ThreadOption&) = delete;
+
+ private:
+  const char* key_;
+};
+
 /// GDAL's ENVI header names the file it was written as (`description = {PATH}`): the temporary name, which
 /// becomes the final one.
 void name_in_header(const std::string& hdr, const std::string& tmp, const std::string& out) {
@@ -131,7 +143,11 @@ void write_class_raster(const ClassRaster& r, const std::string& driver_name, co
   std::vector<std::string> scratch{tmp};
   if (envi) scratch.push_back(with_extension(tmp, ".hdr"));
   Scratch guard(scratch);
-  CPLSetThreadLocalConfigOption("GDAL_PAM_ENABLED", "NO");  // no .aux.xml beside the outputs
+  const ThreadOption no_pam("GDAL_PAM_ENABLED", "NO");  // no .aux.xml beside the outputs
+  // Remote reads set GDAL_DISABLE_READDIR_ON_OPEN=EMPTY_DIR process-wide (gdal_remote.cpp), under which the ENVI
+  // driver's Create, which opens the raw file it made again, finds no .hdr beside it and fails without a word:
+  // a map of a remote scene failed with "create (ENVI)". The outputs are local files: list their folder.
+  const ThreadOption list_dir("GDAL_DISABLE_READDIR_ON_OPEN", "FALSE");
   char** co = nullptr;
   if (!envi) {
     co = CSLSetNameValue(co, "TILED", "YES");
@@ -146,7 +162,6 @@ void write_class_raster(const ClassRaster& r, const std::string& driver_name, co
     GDALFlushCache(static_cast<GDALDatasetH>(ds.get()));
     if (CPLGetLastErrorType() >= CE_Failure) throw IoError(out, "write" + gdal_msg());
   }  // closed: the ENVI header is written now
-  CPLSetThreadLocalConfigOption("GDAL_PAM_ENABLED", nullptr);
   if (std::rename(tmp.c_str(), out.c_str()) != 0) throw IoError(out, "rename", errno);
   if (envi) {
     const std::string hdr = with_extension(out, ".hdr");

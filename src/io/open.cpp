@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.hpp"
 #include "io/gdal_api.hpp"
@@ -13,6 +14,15 @@ std::string lower_ext(const std::string& p) {
   std::string e = std::filesystem::path(p).extension().string();
   std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return e;
+}
+/// The file begins with a TIFF or BigTIFF signature (II*\0, MM\0*, II+\0, MM\0+).
+bool starts_as_tiff(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  unsigned char b[4] = {};
+  in.read(reinterpret_cast<char*>(b), 4);
+  if (in.gcount() != 4) return false;
+  return (b[0] == 'I' && b[1] == 'I' && (b[2] == 42 || b[2] == 43) && b[3] == 0) ||
+         (b[0] == 'M' && b[1] == 'M' && b[2] == 0 && (b[3] == 42 || b[3] == 43));
 }
 bool is_remote(const std::string& p) {
   return p.rfind("http://", 0) == 0 || p.rfind("https://", 0) == 0 || p.rfind("s3://", 0) == 0 ||
@@ -48,7 +58,9 @@ std::unique_ptr<Scene> open_scene(const SceneSpec& spec) {
     throw ConfigError(spec.path + ": --image-size / image_size " + spec.image_size() +
                       " reads a 2-D [bands x pixels] MATLAB matrix (.mat), and this file is not one");
   if (opens_as_hdf5(spec.path)) return open_hdf5(spec);
-  if (!is_remote(spec.path) && looks_like_envi(spec.path)) {
+  // a TIFF named as the scene is read as a TIFF, even with an ENVI header of the same stem beside it (a
+  // scene.tif next to scene.hdr was read as raw ENVI data: the TIFF's bytes as pixels)
+  if (!is_remote(spec.path) && looks_like_envi(spec.path) && (ext == ".hdr" || !starts_as_tiff(spec.path))) {
     if (!spec.variable.empty())
       throw ConfigError(spec.path + ": an ENVI scene has no variables (given '" + spec.variable + "')");
     return open_envi(spec);

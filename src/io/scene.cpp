@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <iomanip>
+#include <sstream>
 #include <filesystem>
 #include <stdexcept>
 
@@ -60,6 +62,17 @@ std::string SceneSpec::image_size() const {
   return image_rows ? std::to_string(image_rows) + "x" + std::to_string(image_cols) : std::string();
 }
 
+namespace {
+/// A label value for a message. read_rows() has made every non-finite value NaN (invalid pixels), so NaN stands
+/// for NaN, +-inf and a float64 beyond float32's range (1e300), which all arrive so.
+std::string label_text(float v) {
+  if (std::isnan(v)) return "a value that is not finite (NaN, +-inf, or beyond float32's range such as 1e300)";
+  std::ostringstream o;
+  o << std::setprecision(9) << v;
+  return o.str();
+}
+}  // namespace
+
 LabelImage read_labels(const SceneSpec& spec_in) {
   SceneSpec spec = spec_in;
   spec.role = SceneSpec::Role::labels;  // a label raster is H x W, whatever else the file holds
@@ -108,7 +121,7 @@ LabelImage read_labels(const SceneSpec& spec_in) {
     if (!in_range || static_cast<float>(iv) != v) {
       throw FormatError(spec.str(), "label value",
                         "pixel (row " + std::to_string(i / img.cols) + ", col " + std::to_string(i % img.cols) +
-                            ") holds " + std::to_string(v) + ", not an integer class id");
+                            ") holds " + label_text(v) + ", not an integer class id");
     }
     img.labels[i] = iv;
   }

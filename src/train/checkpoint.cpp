@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -167,6 +168,51 @@ CheckpointState load_final_weights(const std::string& path, torch::nn::Module& m
   }
   check_weights(ar, path, model);
   return st;
+}
+
+nlohmann::json run_identity(const nlohmann::json& config, const nlohmann::json& provenance) {
+  nlohmann::json id = nlohmann::json::object();
+  nlohmann::json c = config.is_object() ? config : nlohmann::json::object();
+  c.erase("epochs");
+  id["config"] = c;
+  for (const char* k : {"data_checksum", "folds_fingerprint", "n_folds"})
+    if (provenance.is_object() && provenance.contains(k)) id[k] = provenance[k];
+  return id;
+}
+
+std::optional<IdentityDiff> identity_difference(const nlohmann::json& have, const nlohmann::json& want) {
+  const nlohmann::json none;  // null: not recorded
+  const auto at = [&](const nlohmann::json& j, const std::string& k) -> const nlohmann::json& {
+    return j.is_object() && j.contains(k) ? j[k] : none;
+  };
+  for (const auto& [key, w] : want.items()) {
+    if (key == "config") {
+      const nlohmann::json& hc = at(have, "config");
+      for (const auto& [ck, cw] : w.items())
+        if (at(hc, ck) != cw) return IdentityDiff{"config." + ck, at(hc, ck), cw};
+      if (hc.is_object())
+        for (const auto& [ck, cv] : hc.items())
+          if (!w.contains(ck)) return IdentityDiff{"config." + ck, cv, none};
+      continue;
+    }
+    if (at(have, key) != w) return IdentityDiff{key, at(have, key), w};
+  }
+  return std::nullopt;
+}
+
+void check_identity(const std::string& path, const nlohmann::json& have, const nlohmann::json& want, const std::string& want_source) {
+  const auto d = identity_difference(have, want);
+  if (!d) return;
+  const std::string what = (d->have.is_null() ? std::string("(not recorded)") : d->have.dump()) + ", but " + want_source + " says " +
+                           d->want.dump() + ": not a checkpoint of this run";
+  if (d->field == "data_checksum") throw StaleError(path + ": meta.provenance." + d->field + " is " + what);
+  throw FormatError(path, d->field.rfind("config.", 0) == 0 ? "meta." + d->field : "meta.provenance." + d->field, what);
+}
+
+void check_fold(const std::string& path, const CheckpointState& st, int fold) {
+  if (st.fold != fold)
+    throw FormatError(path, "meta.fold", "is " + std::to_string(st.fold) + ", but the file lies in fold-" + std::to_string(fold) +
+                                             "/: a checkpoint copied from another fold (its model is fold " + std::to_string(st.fold) + "'s)");
 }
 
 CheckpointState peek_checkpoint(const std::string& path) {

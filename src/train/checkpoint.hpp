@@ -13,6 +13,7 @@
 // the disk fills), then PATH.tmp-<pid>, fsync, rename; any failure is an IoError naming the file and
 // leaves no temporary file. Read by every rank.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,31 @@ CheckpointState load_final_weights(const std::string& path, torch::nn::Module& m
 
 /// Only the "meta" entry (cheap: no tensors are applied). Throws FormatError naming the file.
 CheckpointState peek_checkpoint(const std::string& path);
+
+/// The identity every checkpoint of one run shares (issue 43 item 2): its training options but `epochs` (which
+/// `--resume --epochs N` may extend fold by fold) and its provenance (data_checksum, folds_fingerprint, n_folds).
+/// The provenance's manifest_xxh3 (the cache manifest's seal) is recorded, not compared: a cache decoded again
+/// from the same sources has the same data_checksum and statistics but another seal (its creation time).
+/// RUN/preprocessing.json keeps the identity as "run"; every reader of a checkpoint (resume, predict, export,
+/// report) compares the checkpoint's against it.
+nlohmann::json run_identity(const nlohmann::json& config, const nlohmann::json& provenance);
+
+/// The first field where two identities differ ("config.seed", "data_checksum", ...), with both values (null:
+/// not recorded).
+struct IdentityDiff {
+  std::string field;
+  nlohmann::json have, want;
+};
+std::optional<IdentityDiff> identity_difference(const nlohmann::json& have, const nlohmann::json& want);
+
+/// Throws naming PATH and the first field where the identity `have` (of the checkpoint at PATH) differs from
+/// `want` (of `want_source`, e.g. "the run's preprocessing.json"): StaleError for data_checksum (another
+/// cache), FormatError ("meta.config.seed") for the others.
+void check_identity(const std::string& path, const nlohmann::json& have, const nlohmann::json& want, const std::string& want_source);
+
+/// Throws FormatError when the checkpoint at PATH is not fold `fold`'s (meta.fold): a checkpoint copied from
+/// another fold's folder.
+void check_fold(const std::string& path, const CheckpointState& st, int fold);
 
 /// torch's default CPU generator state, and setting it back.
 torch::Tensor cpu_rng_state();

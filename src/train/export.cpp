@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/outputs.hpp"
 #include "core/version.hpp"
 #include "train/checkpoint.hpp"
 #include "train/predict.hpp"
@@ -40,7 +41,7 @@ std::pair<at::Tensor, at::Tensor> examples(Model& net, const ModelInput& in, int
 
 void export_model(const ExportOptions& o, std::ostream& log) {
   if (o.examples < 1) throw ConfigError("--examples: must be at least 1");
-  if (std::filesystem::is_directory(o.out)) throw ConfigError("--out " + o.out + ": is a folder; give the file to write (model.pt)");
+  outputs::check_output_file(o.out, o.force, "export --out");
   const RunSpec r = read_run(o.run, o.fold, false);
   const ModelInput in = model_input(r, o.run);
   auto net = load_fold_model(r, 0, o.run);

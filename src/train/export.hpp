@@ -15,7 +15,9 @@
 //                     fingerprint), training config, the checkpoint's weights_xxh3, hsipipe version
 //   "example_input", "example_logits"   N random inputs (seeded) and the logits hsipipe's network gives
 //                     them (eval mode, fp32): a check that a re-implementation computes the same thing
-// A run without the fold's finished checkpoint, or a wrong --fold, is refused as predict refuses it.
+// A run without the fold's finished checkpoint, or a wrong --fold, is refused as predict refuses it. OUT is
+// checked before anything is read (core/outputs.hpp): never a file of a run or a cache, an existing file only
+// with --force.
 #include <ostream>
 #include <string>
 
@@ -27,6 +29,7 @@ struct ExportOptions {
   std::string out;      ///< the file to write (model.pt)
   int examples = 100;   ///< rows of example_input / example_logits
   bool quiet = false;
+  bool force = false;   ///< replace an existing o.out (outputs::check_output_file: never a run's or cache's file)
 };
 
 /// Rank-local. Writes o.out; throws hsipipe errors naming the file and field.

@@ -176,6 +176,9 @@ void FoldRun::split_ids() {
   G_ = std::accumulate(share.begin(), share.end(), std::int64_t{0});
   steps_ = static_cast<std::int64_t>((n_train_ + static_cast<std::uint64_t>(G_) - 1) / static_cast<std::uint64_t>(G_));
   my_b_ = share[static_cast<std::size_t>(job_.rank)];
+  if (job_.root && G_ < job_.opt.batch)
+    job_.log << "note: --batch " << job_.opt.batch << " exceeds fold " << f_ << "'s " << n_train_
+             << " training samples: each epoch is one step of " << G_ << " (metrics.json train.batch_effective)\n";
 }
 
 // ------------------------------------------------------------------------------ model, optimiser, resume state
@@ -469,7 +472,7 @@ void FoldRun::write_results() {
       fr.predictions.push_back({id, table.scene[id], table.row[id], table.col[id], table.label[id], job_.classes.value(last_val_.pred[i])});
     }
     fr.extra = {{"epochs", history_}, {"io", job_.io}, {"global_batch", G_}, {"steps_per_epoch", steps_},
-                {"train_samples", n_train_}, {"train_seconds", train_s_}, {"device", job_.device.str()},
+                {"train_samples", n_train_}, {"batch_effective", G_}, {"train_seconds", train_s_}, {"device", job_.device.str()},
                 {"backend", dist::backend_name(job_.backend)}, {"ranks", job_.R}};
     write_fold_results(job_.opt.out, job_.run, fr, table.scenes);  // metrics.json last
     job_.log << "fold " << f_ << ": oa " << std::setprecision(4) << last_val_.metrics.oa << " aa " << last_val_.metrics.aa

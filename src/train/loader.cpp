@@ -1,5 +1,7 @@
 #include "train/loader.hpp"
 
+#include <system_error>
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -64,7 +66,26 @@ BatchLoader::BatchLoader(const cache::Shard& shard, std::vector<std::int64_t> cl
   bands_ = shard_.bands();
   slots_.resize(static_cast<std::size_t>(opt_.prefetch));
   if (opt_.device.is_cuda()) staging_ = std::make_unique<DeviceStaging>(opt_.device, slots_.size());
-  for (int t = 0; t < opt_.threads; ++t) threads_.emplace_back([this] { worker(); });
+  start_threads();
+}
+
+/// The producers. A thread the system cannot start (a process or memory limit) is a ConfigError naming
+/// --threads, after the ones started are stopped: never std::terminate for joinable threads left behind.
+void BatchLoader::start_threads() {
+  try {
+    for (int t = 0; t < opt_.threads; ++t) threads_.emplace_back([this] { worker(); });
+  } catch (const std::system_error& e) {
+    const std::size_t started = threads_.size();
+    {
+      std::unique_lock lk(mu_);
+      stop_threads_ = true;
+    }
+    cv_work_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    throw ConfigError("--threads " + std::to_string(opt_.threads) + ": the system started " + std::to_string(started) +
+                      " loader threads and refused the next (" + e.what() + "): give fewer threads, or raise the process limit (ulimit -u)");
+  }
 }
 
 BatchLoader::~BatchLoader() {

@@ -44,9 +44,14 @@ int augment_code(const Augment& a, std::uint64_t aug_seed, std::size_t batch, st
 /// through it gives the ring's values exactly.
 std::vector<std::int64_t> augment_source_table(int p);
 
+/// Bounds of --threads and --prefetch (train refuses others before any work; more helps no node: a ring of
+/// 1024 prepared batches is seconds of training, 256 producers outnumber any node's cores).
+inline constexpr int kMaxLoaderThreads = 256;
+inline constexpr int kMaxPrefetch = 1024;
+
 struct LoaderOptions {
-  int threads = 1;      ///< producer threads (>= 1)
-  int prefetch = 4;     ///< ring slots (>= 1)
+  int threads = 1;      ///< producer threads (1 .. kMaxLoaderThreads)
+  int prefetch = 4;     ///< ring slots (1 .. kMaxPrefetch)
   Augment augment;
   torch::Device device = torch::kCPU;  ///< CUDA: pinned slots + non_blocking copies
 };
@@ -135,6 +140,7 @@ class BatchLoader final : public BatchSource {
   std::vector<Slot> slots_;
   std::unique_ptr<DeviceStaging> staging_;  ///< CUDA: side stream, device slots, per-slot events
   std::vector<std::thread> threads_;
+  void start_threads();
 };
 
 }  // namespace hsipipe::train

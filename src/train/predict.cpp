@@ -24,6 +24,7 @@
 #include "cache/transform.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/outputs.hpp"
 #include "train/resources.hpp"
 #include "core/half.hpp"
 #include "core/overlap.hpp"
@@ -45,17 +46,29 @@ namespace {
 
 using dist::collective_step;
 
+constexpr const char* kOutputSuffixes[] = {"_class.tif", "_class.img", "_class.hdr", "_preview.png", "_probabilities.npy",
+                                           "_predict.json"};
+
 /// File names predict writes into OUT (and their temporary names while it writes them).
 bool is_predict_output(const std::string& name) {
-  for (const char* suffix : {"_class.tif", "_class.img", "_class.hdr", "_preview.png", "_probabilities.npy", "_predict.json"}) {
+  for (const char* suffix : kOutputSuffixes) {
     const std::string s(suffix);
     if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
   }
   return name.find(".tmp-") != std::string::npos;
 }
 
-/// OUT is absent, empty, or holds only earlier predict outputs (which a prediction of the same scene replaces).
-void check_out_dir(const std::string& out) {
+/// OUT is absent, empty, or holds only earlier predict outputs; it lies in no cache nor in a run's own folders
+/// (core/outputs.hpp); each scene's NAME is a file stem; an existing output of one of these scenes is replaced
+/// only with --force.
+void check_out_dir(const PredictOptions& o) {
+  const std::string& out = o.out;
+  for (const auto& s : o.scenes) outputs::check_file_stem(s.name, "predict --name (or the INI's [scene.NAME])");
+  if (const auto owner = outputs::owner_of(out)) {
+    if (owner->kind == outputs::Owner::Kind::cache || owner->own_file)
+      throw ConfigError("--out " + out + ": lies in the " + (owner->kind == outputs::Owner::Kind::cache ? "cache " : "training run ") +
+                        owner->dir + ", whose folders hold their own files only: choose a folder of its own for the maps");
+  }
   std::error_code ec;
   if (!stdfs::exists(out, ec)) return;
   if (!stdfs::is_directory(out, ec)) throw ConfigError("--out " + out + ": exists and is not a folder");
@@ -64,6 +77,12 @@ void check_out_dir(const std::string& out) {
     if (!is_predict_output(n) || e.is_directory())
       throw ConfigError("--out " + out + ": holds " + n + ", which is not an hsipipe predict output: choose an empty or new folder");
   }
+  if (o.force) return;
+  for (const auto& s : o.scenes)
+    for (const char* suffix : kOutputSuffixes)
+      if (stdfs::exists(stdfs::path(out) / (s.name + suffix), ec))
+        throw ConfigError("--out " + out + ": already holds " + s.name + suffix + " (an earlier map of '" + s.name +
+                          "'): --force replaces that scene's maps, or give another --name or --out");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -344,14 +363,23 @@ void write_outputs(const std::vector<std::uint16_t>& map, const SceneInput& in, 
   cr.georef = api.read_georef(in.scene->source_files());
   stdfs::create_directories(o.out);
   const std::string p = prefix(o, in);
-  api.write_class_raster(cr, "GTiff", p + "_class.tif");
-  api.write_class_raster(cr, "ENVI", p + "_class.img");
-  write_preview(p + "_preview.png", map, in, r, nodata, o);
   rec["georeferenced"] = cr.georef.has_value();
   rec["crs"] = cr.georef ? cr.georef->wkt : "";
   rec["nodata"] = nodata;
   rec["data_type"] = cr.u16 ? "uint16" : "uint8";
-  fs::write_text_atomic(p + "_predict.json", rec.dump(2) + "\n");
+  // each file is written atomically; a failure part-way removes the ones this call wrote, so no map stands
+  // without its record (a remote scene's ENVI output once failed after its GeoTIFF was written)
+  try {
+    api.write_class_raster(cr, "GTiff", p + "_class.tif");
+    api.write_class_raster(cr, "ENVI", p + "_class.img");
+    write_preview(p + "_preview.png", map, in, r, nodata, o);
+    fs::write_text_atomic(p + "_predict.json", rec.dump(2) + "\n");
+  } catch (...) {
+    std::error_code ec;
+    for (const char* suffix : kOutputSuffixes)
+      if (std::string(suffix) != "_probabilities.npy") stdfs::remove(p + suffix, ec);
+    throw;
+  }
 }
 
 /// A file opened for writing, closed on destruction; pwrite() writes all bytes or throws IoError.
@@ -460,7 +488,7 @@ int predict(const PredictOptions& o, const dist::Comm& world, std::ostream& log)
   collective_step(world, "reading the run", [&] {
     if (o.scenes.empty()) throw ConfigError("hsipipe predict: no --scene given");
     if (world.rank() != 0) return;
-    check_out_dir(o.out);
+    check_out_dir(o);
     text = read_run(o.run, o.fold, o.ensemble).to_json().dump();
   });
   const RunSpec r = RunSpec::from_json(json::parse(world.bcast_string(text)));

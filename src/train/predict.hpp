@@ -21,7 +21,8 @@
 //                                 every rank in place (its rows), renamed by rank 0 when complete
 //   OUT/NAME_predict.json         what was mapped: run, folds, model, preprocessing identity, nodata,
 //                                 pixel counts per label, and with --labels the map's accuracy on them
-// OUT may hold earlier predict outputs (another scene, or this one: replaced); anything else in it is
+// OUT may hold earlier predict outputs (another scene's; this scene's are replaced only with --force); NAME is
+// a file stem (no '/', no '..'); OUT lies in no cache nor run folder (core/outputs.hpp); anything else in OUT is
 // refused before any work, as are a run without finished checkpoints, a wrong --fold and a scene that
 // does not fit the training data (band count, wavelengths, source data type).
 #include <memory>
@@ -54,6 +55,7 @@ struct PredictOptions {
   std::int64_t batch = 0;  ///< pixels per forward pass; 0: auto (auto_batch)
   bool probabilities = false;
   bool quiet = false;
+  bool force = false;  ///< replace the earlier maps of a scene of the same NAME in OUT
 };
 
 /// What a run holds for inference: its preprocessing record (RUN/preprocessing.json: the cache's manifest and
@@ -80,6 +82,11 @@ struct ModelInput {
   int bands = 0, patch = 1, classes = 0;
 };
 ModelInput model_input(const RunSpec& r, const std::string& run);
+
+/// Rank-local, for `hsipipe report`: every fold-I/ of RUN holding both checkpoint.pt and metrics.json has a
+/// checkpoint of fold I (meta.fold) with the identity its metrics.json records (options, cache, folds):
+/// FormatError / StaleError naming the checkpoint and the field otherwise (a checkpoint copied between folds).
+void check_fold_checkpoints(const std::string& run);
 
 /// Rank-local. The model of r.checkpoints[i] with its final weights, on the CPU, in eval mode.
 std::shared_ptr<Model> load_fold_model(const RunSpec& r, std::size_t i, const std::string& run);

@@ -10,6 +10,7 @@
 #include "cache/transform.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/seal.hpp"
 #include "train/checkpoint.hpp"
 #include "train/models.hpp"
 #include "train/predict.hpp"
@@ -73,14 +74,16 @@ namespace {
 json read_preprocessing(const std::string& run) {
   const std::string path = run + "/preprocessing.json";
   if (stdfs::exists(path)) {
+    const std::string text = fs::read_text(path);
     json j;
     try {
-      j = json::parse(std::ifstream(path));
+      j = json::parse(text);
     } catch (const std::exception& e) {
       throw FormatError(path, "json", e.what());
     }
-    if (j.value("format", "") != "hsipipe-preprocessing" || !j.contains("manifest"))
+    if (!j.is_object() || j.value("format", "") != "hsipipe-preprocessing" || !j.contains("manifest"))
       throw FormatError(path, "format", "not an hsipipe preprocessing record");
+    check_seal(text, "record_xxh3", path);  // an edited shift or label_values would map silently wrong
     return j;
   }
   std::string cache_dir;
@@ -99,12 +102,18 @@ std::string checkpoint_path(const PredictOptions& o, int f) { return detail::fol
 int run_folds(const PredictOptions& o) {
   if (!stdfs::is_directory(o.run)) throw ConfigError("--run " + o.run + ": not a folder");
   for (int f = 0; f < 4096; ++f)
-    if (stdfs::exists(checkpoint_path(o, f))) return peek_checkpoint(checkpoint_path(o, f)).provenance.value("n_folds", 0);
+    if (stdfs::exists(checkpoint_path(o, f))) {
+      const int k = peek_checkpoint(checkpoint_path(o, f)).provenance.value("n_folds", 0);
+      if (k < 2 || k > 4096) throw FormatError(checkpoint_path(o, f), "meta.provenance.n_folds", std::to_string(k) + " (expected 2 .. 4096)");
+      return k;
+    }
   throw ConfigError("--run " + o.run + ": no fold-I/checkpoint.pt (not the --out folder of a finished hsipipe train)");
 }
 
-/// The folds whose final models map (of k), each a finished checkpoint of this run's cache.
-void choose_checkpoints(const PredictOptions& o, int k, const std::string& checksum, RunSpec& r) {
+/// The folds whose final models map (of k), each a finished checkpoint of this run: its own fold's (meta.fold),
+/// of the run's identity (preprocessing.json "run": options, cache, folds; for an older run, fold r.folds[0]'s).
+void choose_checkpoints(const PredictOptions& o, int k, const std::string& checksum, const json& identity, RunSpec& r) {
+  json want = identity;
   const auto ckpt = [&](int f) { return checkpoint_path(o, f); };
   if (o.ensemble) {
     for (int f = 0; f < k; ++f) r.folds.push_back(f);
@@ -117,6 +126,10 @@ void choose_checkpoints(const PredictOptions& o, int k, const std::string& check
     const std::string p = ckpt(f);
     if (!stdfs::exists(p)) throw ConfigError("--run " + o.run + ": fold " + std::to_string(f) + " has no checkpoint.pt (" + p + "): train it first");
     const CheckpointState st = peek_checkpoint(p);
+    check_fold(p, st, f);
+    const json id = run_identity(st.config, st.provenance);
+    if (want.is_null()) want = id;
+    check_identity(p, id, want, identity.is_null() ? "fold " + std::to_string(r.folds[0]) + "'s checkpoint" : o.run + "/preprocessing.json");
     if (!st.finished)
       throw FormatError(p, "meta.finished", "false: fold " + std::to_string(f) + " did not finish training (train --resume finishes it)");
     const std::string have = st.provenance.value("data_checksum", "");
@@ -133,6 +146,37 @@ void choose_checkpoints(const PredictOptions& o, int k, const std::string& check
 
 }  // namespace
 
+void check_fold_checkpoints(const std::string& run) {
+  std::error_code ec;
+  if (!stdfs::is_directory(run, ec)) return;  // summarize_run names it
+  for (const auto& e : stdfs::directory_iterator(run, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string ckpt = (e.path() / "checkpoint.pt").string(), metrics = (e.path() / "metrics.json").string();
+    if (name.rfind("fold-", 0) != 0 || !stdfs::exists(ckpt, ec) || !stdfs::exists(metrics, ec)) continue;
+    int f = -1;
+    try {
+      std::size_t used = 0;
+      f = std::stoi(name.substr(5), &used);
+      if (used != name.size() - 5) continue;
+    } catch (const std::exception&) {
+      continue;
+    }
+    const CheckpointState st = peek_checkpoint(ckpt);
+    check_fold(ckpt, st, f);
+    json m;
+    try {
+      m = json::parse(fs::read_text(metrics)).at("run");
+    } catch (const std::exception& ex) {
+      throw FormatError(metrics, "run", ex.what());
+    }
+    const json recorded = {{"data_checksum", m.value("cache_checksum", "")},
+                           {"folds_fingerprint", m.value("folds_fingerprint", "")},
+                           {"n_folds", m.value("n_folds", 0)}};
+    check_identity(ckpt, run_identity(st.config, st.provenance), run_identity(m.value("config", json::object()), recorded),
+                   metrics + " (the fold's results)");
+  }
+}
+
 RunSpec read_run(const std::string& run, int fold, bool ensemble) {
   PredictOptions o;
   o.run = run;
@@ -144,7 +188,7 @@ RunSpec read_run(const std::string& run, int fold, bool ensemble) {
   r.manifest = pp.at("manifest");
   r.wavelengths = pp.value("wavelengths", std::vector<double>{});
   r.label_values = r.manifest.at("label_values").get<std::vector<std::int32_t>>();
-  choose_checkpoints(o, k, r.manifest.value("data_checksum", ""), r);
+  choose_checkpoints(o, k, r.manifest.value("data_checksum", ""), pp.contains("run") ? pp["run"] : json(), r);
   map_nodata(r.label_values);  // refuses labels a map cannot store
   return r;
 }

@@ -21,6 +21,8 @@
 #include <torch/torch.h>
 
 #include "cache/cache.hpp"
+#include "cache/publish.hpp"
+#include "core/fs.hpp"
 #include "core/error.hpp"
 #include "core/range.hpp"
 #include "dist/comm.hpp"
@@ -63,6 +65,13 @@ struct Timing {
   static Timing from_json(const nlohmann::json& j);
 };
 
+/// Rank 0: RUN when this job made it (removed again when the job leaves it empty: a refused train leaves no
+/// folder) and the locks of the folds it trains (RUN/fold-I.lock, released first).
+struct RunLock {
+  fs::MadeDirs made;
+  std::vector<std::unique_ptr<cache::LockFile>> locks;
+};
+
 struct Job {
   Job(const TrainOptions& o, const dist::Comm& w, std::ostream& l)
       : opt(o), world(w), log(l), rank(w.rank()), R(w.size()), root(rank == 0) {}
@@ -98,6 +107,7 @@ struct Job {
   /// Rank 0: what `hsipipe predict` needs to transform a scene as this cache was decoded, without the cache
   /// (RUN_DIR/preprocessing.json, see write_preprocessing).
   nlohmann::json preprocessing;
+  RunLock run_lock;
   std::vector<std::uint64_t> bytes_per_rank;
 
   int classes_n() const noexcept { return classes.size(); }

@@ -16,6 +16,9 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "cache/publish.hpp"
+#include "core/seal.hpp"
+#include "core/outputs.hpp"
 #include "core/signals.hpp"
 #include "dist/collective.hpp"
 #include "train/resident.hpp"
@@ -67,7 +70,12 @@ using dist::collective_step;
 
 void check_options(const TrainOptions& opt) {
   if (opt.epochs < 1) throw ConfigError("--epochs must be at least 1");
-  if (opt.batch < 1) throw ConfigError("--batch must be at least 1");
+  if (opt.batch < 1 || opt.batch > (std::int64_t{1} << 31))
+    throw ConfigError("--batch " + std::to_string(opt.batch) + ": expected 1 .. 2147483648 (a fold's training samples at most are used)");
+  if (opt.threads < 1 || opt.threads > kMaxLoaderThreads)
+    throw ConfigError("--threads " + std::to_string(opt.threads) + ": expected 1 .. " + std::to_string(kMaxLoaderThreads) + " loader threads per rank");
+  if (opt.prefetch < 1 || opt.prefetch > kMaxPrefetch)
+    throw ConfigError("--prefetch " + std::to_string(opt.prefetch) + ": expected 1 .. " + std::to_string(kMaxPrefetch) + " batches per rank");
   if (!(opt.lr > 0) || !std::isfinite(opt.lr)) throw ConfigError("--lr must be a positive finite number");
   if (!(opt.weight_decay >= 0) || !std::isfinite(opt.weight_decay)) throw ConfigError("--weight-decay must be a finite number >= 0");
   if (opt.optimizer != "adam" && opt.optimizer != "sgd") throw ConfigError("--optimizer: unknown '" + opt.optimizer + "' (expected adam or sgd)");
@@ -86,9 +94,12 @@ void open_inputs(Job& job) {
   if (job.root) cache::require_current_sources(*job.cache, &job.log);
   job.folds = folds::load_folds(opt.folds);
   job.table = job.cache->read_sample_table();
+  job.provenance = {{"data_checksum", job.cache->data_checksum()}, {"folds_fingerprint", job.folds.fingerprint}, {"n_folds", job.folds.k}};
+  if (!job.cache->manifest_seal().empty()) job.provenance["manifest_xxh3"] = job.cache->manifest_seal();
   if (job.root)
     job.preprocessing = {{"format", "hsipipe-preprocessing"}, {"version", 1}, {"cache", opt.cache},
-                         {"manifest", job.cache->manifest()}, {"wavelengths", job.cache->wavelengths()}};
+                         {"manifest", job.cache->manifest()}, {"wavelengths", job.cache->wavelengths()},
+                         {"run", run_identity(opt.identity(), job.provenance)}};
   if (job.folds.n_samples != job.cache->n_samples()) {
     throw StaleError("folds file " + opt.folds + " was made for a cache of " + std::to_string(job.folds.n_samples) +
                      " samples, but cache " + opt.cache + " has " + std::to_string(job.cache->n_samples()) +
@@ -148,6 +159,49 @@ void require_validation(const Job& job) {
   }
 }
 
+/// Rank 0: RUN is no cache's folder (train --out CACHE put a run inside the cache, which stage then copied); the
+/// folds this job trains are locked (RUN/fold-I.lock, naming the holder: a second train --resume or --force into a
+/// fold that a live train writes is refused, where it once appended duplicate epochs); and a run that exists was
+/// trained with this job's options and on its data (RUN/preprocessing.json "run"), unless --force replaces all of
+/// its folds. The locks go when the job ends (a killed holder's lock file is taken over by the next train).
+void claim_run_dir(Job& job) {
+  const auto& opt = job.opt;
+  if (const auto owner = outputs::owner_of(opt.out); owner && owner->kind == outputs::Owner::Kind::cache)
+    throw ConfigError("--out " + opt.out + ": lies in the cache " + owner->dir + " (a cache's folder holds its own files only): choose a run folder of its own");
+  job.run_lock.made.make(opt.out);
+  for (int f : job.fold_list) {
+    const std::string lock = opt.out + "/fold-" + std::to_string(f) + ".lock";
+    job.run_lock.locks.push_back(std::make_unique<cache::LockFile>(
+        lock, cache::LockFile::Mode::build, "another hsipipe train is training fold " + std::to_string(f) + " of this run now"));
+  }
+  const std::string path = opt.out + "/preprocessing.json";
+  if (!std::filesystem::exists(path)) return;
+  const std::string text = fs::read_text(path);
+  check_seal(text, "record_xxh3", path);
+  nlohmann::json have;
+  try {
+    have = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw FormatError(path, "json", e.what());
+  }
+  if (!have.contains("run")) return;  // a run of an hsipipe before run identities: its checkpoints are compared one by one
+  const auto d = identity_difference(job.preprocessing.at("run"), have["run"]);
+  if (!d) return;
+  if (opt.force && static_cast<int>(job.fold_list.size()) == job.folds.k) {
+    job.log << "--force: every fold of " << opt.out << " is trained again, with this train's options and inputs\n";
+    return;
+  }
+  const bool option = d->field.rfind("config.", 0) == 0;
+  std::string name = option ? d->field.substr(7) : d->field;
+  if (option) std::replace(name.begin(), name.end(), '_', '-');
+  const std::string what = option                            ? "--" + name
+                           : d->field == "folds_fingerprint" || d->field == "n_folds" ? "the folds file " + opt.folds + " (" + d->field + ")"
+                                                                                      : "the cache " + opt.cache + " (" + d->field + ")";
+  throw ConfigError("--out " + opt.out + ": " + what + " is " + d->have.dump() + " here, but the run's folds were trained with " +
+                    d->want.dump() + " (" + path + " run." + d->field + "): a run's folds share their options and inputs; " +
+                    "choose another --out, or --force with --fold all to train the whole run again");
+}
+
 /// Rank 0: the fold directories this job writes. One that holds an earlier run's files is refused without
 /// --resume (it would be overwritten piecemeal), or removed first with --force. They are made when their
 /// fold starts (FoldRun), so a refused or failed job leaves no empty fold-I/ behind.
@@ -200,7 +254,10 @@ void set_up(Job& job) {
     open_inputs(job);
     choose_model_and_folds(job);
     require_validation(job);
-    if (job.root) prepare_run_dir(job);
+    if (job.root) {
+      claim_run_dir(job);
+      prepare_run_dir(job);
+    }
   });
   const std::size_t threads = dist::compute_threads(*job.local);  // COLLECTIVE (local)
   if (!std::getenv("OMP_NUM_THREADS")) torch::set_num_threads(static_cast<int>(threads));
@@ -261,7 +318,6 @@ void load_inputs(Job& job) {
   job.run.cache_checksum = job.cache->data_checksum();
   job.run.folds_fingerprint = job.folds.fingerprint;
   job.run.n_folds = job.folds.k;
-  job.provenance = {{"data_checksum", job.run.cache_checksum}, {"folds_fingerprint", job.run.folds_fingerprint}, {"n_folds", job.folds.k}};
   job.io = {{"cache_bytes_read_per_rank", job.bytes_per_rank},
             {"shard_loads", 1},
             {"scene_bytes_decoded", 0},
@@ -281,7 +337,7 @@ void load_inputs(Job& job) {
 }
 
 void write_preprocessing(const Job& job) {
-  const std::string path = job.opt.out + "/preprocessing.json", text = job.preprocessing.dump(1) + "\n";
+  const std::string path = job.opt.out + "/preprocessing.json", text = seal_json(job.preprocessing, "record_xxh3", 1);
   std::ifstream in(path, std::ios::binary);
   if (in && std::string(std::istreambuf_iterator<char>(in), {}) == text) return;
   fs::write_text_atomic(path, text);

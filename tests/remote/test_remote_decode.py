@@ -9,6 +9,7 @@
   3. The same over the 503 and the connection-reset proxies (retries counted by the proxy), and from
      s3rver with s3:// paths.
   4. A missing remote scene makes decode fail without creating the cache.
+  5. `hsipipe predict` of the http:// scene writes every output and the local file's map (issue 43 item 8).
 """
 import glob
 import json
@@ -85,6 +86,35 @@ def cog_errors(w, env):
         check(not glob.glob(out + "*"), "cog missing s3 object: nothing written")
 
 
+def predict_remote(d, w, env):
+    """Issue 43 item 8: `hsipipe predict` of an http:// scene maps like the local file (its ENVI output once
+    failed, 'create (ENVI)', under the remote reads' GDAL_DISABLE_READDIR_ON_OPEN, leaving a lone GeoTIFF)."""
+    h = fixture.hsipipe()
+    cache = os.path.join(d, "local_np1")
+    run = os.path.join(d, "run_remote")
+    steps = [[h, "folds", "--cache", cache, "--k", "2", "--seed", "3", "--out", os.path.join(d, "rfolds.json")],
+             [h, "train", "--cache", cache, "--folds", os.path.join(d, "rfolds.json"), "--fold", "0", "--model", "mlp",
+              "--epochs", "1", "--batch", "64", "--deterministic", "--out", run]]
+    for cmd in steps:
+        r = fixture.run(cmd, env=env, check=False, timeout=300)
+        check(r.returncode == 0, f"{cmd[1]} for the remote predict: exit {r.returncode}\n{r.stdout[-2000:]}")
+        if r.returncode != 0:
+            return
+    maps = {}
+    for name, scene in (("local", w.cog), ("http", w.http)):
+        out = os.path.join(d, "maps_" + name)
+        r = fixture.run([h, "predict", "--run", run, "--fold", "0", "--scene", scene, "--name", "s", "--out", out],
+                        env=env, check=False, timeout=300)
+        check(r.returncode == 0, f"predict of the {name} scene: exit {r.returncode}\n{r.stdout[-2000:]}")
+        files = sorted(os.listdir(out)) if os.path.isdir(out) else []
+        check(files == ["s_class.hdr", "s_class.img", "s_class.tif", "s_predict.json", "s_preview.png"],
+              f"predict of the {name} scene: every output, none left half-written ({files})")
+        if os.path.exists(os.path.join(out, "s_class.img")):
+            with open(os.path.join(out, "s_class.img"), "rb") as f:
+                maps[name] = f.read()
+    check(len(maps) == 2 and maps["local"] == maps["http"], "the http scene's map equals the local file's, byte for byte")
+
+
 def main():
     try:
         servers.find_nginx()
@@ -159,6 +189,8 @@ def main():
                         m = re.search(r"retries[ =:]+(\d+)", r.stdout)
                         check(m is not None and int(m.group(1)) > 0,
                               f"{name} decode np{ranks}: retries counted in the summary ({m.group(0) if m else 'none'})")
+
+            predict_remote(d, w, env)
 
             out = os.path.join(d, "missing_cache")
             r = decode(w.http_missing, w.http_labels, out, 1, env)

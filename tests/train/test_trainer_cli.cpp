@@ -493,8 +493,17 @@ TEST_CASE("report refuses folds trained with different settings unless --allow-m
   const std::string run = tmp.str("run");
   const std::string base = bin() + " train --cache " + cache + " --folds " + folds + " --model mlp --batch 8 --epochs 1 --quiet --out " + run;
   REQUIRE(test::run(base + " --fold 0 --lr 0.01 --seed 42").status == 0);
-  REQUIRE(test::run(base + " --fold 1 --lr 0.001 --seed 99").status == 0);
-  auto r = test::run(bin() + " report " + run);
+  // train refuses a fold of other settings into the run (issue 43: a run's folds share their options), naming the
+  // option; folds trained apart (other runs) and put together are report's to refuse
+  auto r = test::run(base + " --fold 1 --lr 0.001 --seed 99");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--lr 0.001 here, but the run's folds were trained with 0.01") != std::string::npos);
+  CHECK_FALSE(fsys::exists(run + "/fold-1"));
+  REQUIRE(test::run(bin() + " train --cache " + cache + " --folds " + folds + " --model mlp --batch 8 --epochs 1 --quiet --out " +
+                    run + "_b --fold 1 --lr 0.001 --seed 99").status == 0);
+  fsys::copy(run + "_b/fold-1", run + "/fold-1", fsys::copy_options::recursive);
+  r = test::run(bin() + " report " + run);
   INFO(r.output);
   CHECK(r.status == 2);
   CHECK(r.output.find("trained with different settings") != std::string::npos);
