@@ -191,6 +191,13 @@ void claim_run_dir(Job& job) {
     job.log << "--force: every fold of " << opt.out << " is trained again, with this train's options and inputs\n";
     return;
   }
+  if (d->field.rfind("config.", 0) != 0) {  // the data: another cache or folds file, exit 5 as --resume's check
+    const bool folds_file = d->field == "folds_fingerprint" || d->field == "n_folds";
+    throw StaleError("--out " + opt.out + ": the run's folds were trained with " + d->field + " " + d->want.dump() + ", but " +
+                     (folds_file ? "folds file " + opt.folds : "cache " + opt.cache) + " has " + d->have.dump() + " (" + path +
+                     " run." + d->field + "): a run's folds share their inputs; choose another --out, or --force with --fold all "
+                     "to train the whole run again");
+  }
   const bool option = d->field.rfind("config.", 0) == 0;
   std::string name = option ? d->field.substr(7) : d->field;
   if (option) std::replace(name.begin(), name.end(), '_', '-');

@@ -93,5 +93,5 @@ TEST_CASE("read_text refuses devices, folders and oversized files") {
 
 TEST_CASE("printable: control characters and bytes that are not UTF-8 are escaped") {
   CHECK(printable("ok \xc3\xa9\tline\n") == "ok \xc3\xa9\tline\n");
-  CHECK(printable(std::string("a\x1b[31m\x01\xff", 7)) == "a\\x1b[31m\\x01\\xff");
+  CHECK(printable(std::string("a\x1b[31m\x01\xff", 8)) == "a\\x1b[31m\\x01\\xff");
 }

@@ -378,7 +378,7 @@ TEST_CASE("train --resume refuses a checkpoint of another cache, another folds f
   }
   SECTION("a folds file made again with another seed: the split changed, resuming would leak") {
     const auto fp0 = read_json(s.folds)["fingerprint"].get<std::string>();
-    const auto again = test::run(bin() + " folds --cache " + s.cache + " --k 3 --seed 99 --out " + s.folds);
+    const auto again = test::run(bin() + " folds --cache " + s.cache + " --k 3 --seed 99 --force --out " + s.folds);
     REQUIRE(again.status == 0);
     const auto fp1 = read_json(s.folds)["fingerprint"].get<std::string>();
     REQUIRE(fp0 != fp1);
@@ -396,7 +396,7 @@ TEST_CASE("train --resume refuses a checkpoint of another cache, another folds f
                   " --model mlp --fold 0 --batch 8 --deterministic --quiet --epochs 3 --resume --out " + run);
     INFO(r.output);
     CHECK(r.status == 5);
-    CHECK(r.output.find("was trained with data_checksum") != std::string::npos);
+    CHECK(r.output.find("trained with data_checksum") != std::string::npos);
   }
   SECTION("altered weights are found on load") {
     // a valid archive whose model weights were changed after the fact (its meta keeps the old checksum)
@@ -498,7 +498,7 @@ TEST_CASE("report refuses folds trained with different settings unless --allow-m
   auto r = test::run(base + " --fold 1 --lr 0.001 --seed 99");
   INFO(r.output);
   CHECK(r.status == 2);
-  CHECK(r.output.find("--lr 0.001 here, but the run's folds were trained with 0.01") != std::string::npos);
+  CHECK(r.output.find("--lr is 0.001 here, but the run's folds were trained with 0.01") != std::string::npos);
   CHECK_FALSE(fsys::exists(run + "/fold-1"));
   REQUIRE(test::run(bin() + " train --cache " + cache + " --folds " + folds + " --model mlp --batch 8 --epochs 1 --quiet --out " +
                     run + "_b --fold 1 --lr 0.001 --seed 99").status == 0);
