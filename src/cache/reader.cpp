@@ -101,6 +101,76 @@ CacheReader CacheReader::open(const std::string& dir) {
   return c;
 }
 
+namespace {
+
+// An npy cache's files exist with the element types and shapes the manifest gives (StaleError otherwise).
+void check_npy_files(const CacheReader& c, int nscenes) {
+  const std::uint64_t n = c.n_samples();
+  auto check_file = [&](const std::string& name, DType dt, const std::vector<std::uint64_t>& shape) {
+    const std::string p = c.dir() + "/" + name + ".npy";
+    if (!std::filesystem::exists(p)) throw StaleError(c.dir() + ": incomplete cache: " + name + ".npy is missing");
+    const NpyHeader h = read_npy_header(p);  // StaleError when short
+    if (h.dtype != dt) throw StaleError(p + ": element type " + std::string(dtype_name(h.dtype)) +
+                                        " but the manifest says " + std::string(dtype_name(dt)));
+    if (h.shape != shape) throw StaleError(p + ": shape " + shape_str(h.shape) + " but the manifest says " +
+                                           shape_str(shape));
+  };
+  if (c.layout() == Layout::cube) {
+    for (int s = 0; s < nscenes; ++s) check_file(cube_name(s), c.dtype(), expected_shape(c, s));
+  } else {
+    check_file("samples", c.dtype(), expected_shape(c, -1));
+  }
+  check_file("labels", DType::i32, {n});
+  check_file("coords", DType::i32, {n, 3});
+}
+
+// An h5 cache's datasets exist with the manifest's types and shapes, and its manifest attribute agrees.
+void check_h5_datasets(const CacheReader& c, int nscenes) {
+  const std::uint64_t n = c.n_samples();
+  const std::string p = c.h5_path();
+  if (!std::filesystem::exists(p)) throw StaleError(c.dir() + ": incomplete cache: cache.h5 is missing");
+  h5::Silence quiet;
+  h5::Id f(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (f.get() < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw StaleError(p + ": cannot be opened as HDF5 (truncated or unfinished write?)");
+  }
+  auto check_ds = [&](const std::string& name, DType dt, const std::vector<std::uint64_t>& shape) {
+    if (H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      throw StaleError(p + ": incomplete cache: dataset " + name + " is missing");
+    }
+    h5::Id ds(HSIPIPE_H5(H5Dopen2(f, name.c_str(), H5P_DEFAULT), p));
+    h5::Id ty(HSIPIPE_H5(H5Dget_type(ds), p));
+    const DType got = h5::dtype_of(ty, p, name);
+    if (got != dt) throw StaleError(p + ": " + name + " holds " + std::string(dtype_name(got)) +
+                                    " but the manifest says " + std::string(dtype_name(dt)));
+    const auto d = h5::dims(ds, p);
+    const std::vector<std::uint64_t> got_shape(d.begin(), d.end());
+    if (got_shape != shape) throw StaleError(p + ": " + name + " has shape " + shape_str(got_shape) +
+                                             " but the manifest says " + shape_str(shape));
+  };
+  if (c.layout() == Layout::cube) {
+    for (int s = 0; s < nscenes; ++s) check_ds("/cube/" + std::to_string(s), c.dtype(), expected_shape(c, s));
+  } else {
+    check_ds("/samples", c.dtype(), expected_shape(c, -1));
+  }
+  check_ds("/labels", DType::i32, {n});
+  check_ds("/coords", DType::i32, {n, 3});
+  const std::string attr = h5::read_string_attribute(f, "manifest", p);
+  nlohmann::json am;
+  try {
+    am = nlohmann::json::parse(attr);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(p, "manifest attribute", e.what());
+  }
+  if (am.value("data_checksum", "") != c.data_checksum()) {
+    throw StaleError(p + ": the manifest attribute's data_checksum differs from manifest.json's");
+  }
+}
+
+}  // namespace
+
 CacheReader CacheReader::open_own_copy(const std::string& dir) {
   CacheReader c;
   c.dir_ = dir;
@@ -134,7 +204,6 @@ CacheReader CacheReader::open_own_copy(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(mpath, "manifest", e.what());
   }
-  const std::uint64_t n = c.n_samples();
   const std::string backend = c.backend();
   const int nscenes = static_cast<int>(c.scenes().size());
   // what decode always writes, checked here rather than found missing at the end of a training
@@ -145,63 +214,9 @@ CacheReader CacheReader::open_own_copy(const std::string& dir) {
     throw FormatError(mpath, "patch", std::to_string(patch) + " for layout " + layout_name(c.layout()) +
                                           " (pixel: 1; patch and cube: a side >= 1)");
   if (backend == "npy") {
-    auto check_file = [&](const std::string& name, DType dt, const std::vector<std::uint64_t>& shape) {
-      const std::string p = c.dir_ + "/" + name + ".npy";
-      if (!std::filesystem::exists(p)) throw StaleError(c.dir_ + ": incomplete cache: " + name + ".npy is missing");
-      const NpyHeader h = read_npy_header(p);  // StaleError when short
-      if (h.dtype != dt) throw StaleError(p + ": element type " + std::string(dtype_name(h.dtype)) +
-                                          " but the manifest says " + std::string(dtype_name(dt)));
-      if (h.shape != shape) throw StaleError(p + ": shape " + shape_str(h.shape) + " but the manifest says " +
-                                             shape_str(shape));
-    };
-    if (c.layout() == Layout::cube) {
-      for (int s = 0; s < nscenes; ++s) check_file(cube_name(s), c.dtype(), expected_shape(c, s));
-    } else {
-      check_file("samples", c.dtype(), expected_shape(c, -1));
-    }
-    check_file("labels", DType::i32, {n});
-    check_file("coords", DType::i32, {n, 3});
+    check_npy_files(c, nscenes);
   } else if (backend == "h5") {
-    const std::string p = c.h5_path();
-    if (!std::filesystem::exists(p)) throw StaleError(c.dir_ + ": incomplete cache: cache.h5 is missing");
-    h5::Silence quiet;
-    h5::Id f(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-    if (f.get() < 0) {
-      H5Eclear2(H5E_DEFAULT);
-      throw StaleError(p + ": cannot be opened as HDF5 (truncated or unfinished write?)");
-    }
-    auto check_ds = [&](const std::string& name, DType dt, const std::vector<std::uint64_t>& shape) {
-      if (H5Lexists(f, name.c_str(), H5P_DEFAULT) <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        throw StaleError(p + ": incomplete cache: dataset " + name + " is missing");
-      }
-      h5::Id ds(HSIPIPE_H5(H5Dopen2(f, name.c_str(), H5P_DEFAULT), p));
-      h5::Id ty(HSIPIPE_H5(H5Dget_type(ds), p));
-      const DType got = h5::dtype_of(ty, p, name);
-      if (got != dt) throw StaleError(p + ": " + name + " holds " + std::string(dtype_name(got)) +
-                                      " but the manifest says " + std::string(dtype_name(dt)));
-      const auto d = h5::dims(ds, p);
-      const std::vector<std::uint64_t> got_shape(d.begin(), d.end());
-      if (got_shape != shape) throw StaleError(p + ": " + name + " has shape " + shape_str(got_shape) +
-                                               " but the manifest says " + shape_str(shape));
-    };
-    if (c.layout() == Layout::cube) {
-      for (int s = 0; s < nscenes; ++s) check_ds("/cube/" + std::to_string(s), c.dtype(), expected_shape(c, s));
-    } else {
-      check_ds("/samples", c.dtype(), expected_shape(c, -1));
-    }
-    check_ds("/labels", DType::i32, {n});
-    check_ds("/coords", DType::i32, {n, 3});
-    const std::string attr = h5::read_string_attribute(f, "manifest", p);
-    nlohmann::json am;
-    try {
-      am = nlohmann::json::parse(attr);
-    } catch (const nlohmann::json::exception& e) {
-      throw FormatError(p, "manifest attribute", e.what());
-    }
-    if (am.value("data_checksum", "") != c.data_checksum()) {
-      throw StaleError(p + ": the manifest attribute's data_checksum differs from manifest.json's");
-    }
+    check_h5_datasets(c, nscenes);
   } else {
     throw FormatError(mpath, "backend", "unknown backend '" + backend + "' (expected npy or h5)");
   }

@@ -38,6 +38,73 @@ double memcpy_bandwidth(std::size_t mib) {
   return best;
 }
 
+// Batches of random labeled ids, `total` of them (fixed seed: every run times the same work).
+std::vector<std::vector<std::uint64_t>> random_plan(const std::vector<std::uint64_t>& ids, int total, int batch) {
+  folds::SplitMix64 rng(12345);
+  std::vector<std::vector<std::uint64_t>> plan(static_cast<std::size_t>(total));
+  for (auto& b : plan) {
+    b.resize(static_cast<std::size_t>(batch));
+    for (auto& id : b) id = ids[rng.bounded(ids.size())];
+  }
+  return plan;
+}
+
+// --cache: loads the whole cache as one shard, then times the loader over random batches into `out`.
+void bench_loader(const po::variables_map& vm, nlohmann::json& out) {
+  const int threads = vm["threads"].as<int>(), batch = vm["batch"].as<int>(), batches = vm["batches"].as<int>();
+  if (threads < 1 || batch < 1 || batches < 1) throw ConfigError("bench: --threads, --batch and --batches must be >= 1");
+  const auto cache = cache::CacheReader::open(vm["cache"].as<std::string>());
+  const Range all{0, cache.n_samples()};
+  const auto t_load = std::chrono::steady_clock::now();
+  const auto shard = cache::Shard::load(cache, all, vm["patch"].as<int>());
+  const double load_s = seconds_since(t_load);
+  const auto table = cache.read_sample_table();
+  std::vector<std::int64_t> class_of(all.size(), 0);
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t i = 0; i < all.size(); ++i) {
+    if (table.label[i] >= 0) ids.push_back(i);
+    else class_of[i] = -1;
+  }
+  if (ids.empty()) throw ConfigError(vm["cache"].as<std::string>() + ": no labeled samples to load");
+  const int total = batches + 20;
+  auto plan = random_plan(ids, total, batch);
+  train::LoaderOptions lopt;
+  lopt.threads = threads;
+  lopt.prefetch = vm["prefetch"].as<int>();
+  train::BatchLoader loader(shard, class_of, lopt);
+  loader.start(std::move(plan), 7, false);
+  double touched = 0;
+  std::chrono::steady_clock::time_point t0;
+  for (int i = 0; i < total; ++i) {
+    if (i == 20) t0 = std::chrono::steady_clock::now();
+    auto b = loader.next();
+    if (!b) throw Error("bench: loader ended early at batch " + std::to_string(i));
+    const float* x = b->x.data_ptr<float>();
+    const std::size_t n = static_cast<std::size_t>(b->x.numel());
+    for (std::size_t j = 0; j < n; j += 1024) touched += x[j];  // touch every 4 KiB page
+  }
+  const double s = seconds_since(t0);
+  const double per_sample_in = static_cast<double>(shard.sample_floats()) * static_cast<double>(dtype_size(cache.dtype()));
+  const double per_sample_out = static_cast<double>(shard.sample_floats()) * 4.0;
+  const double sps = static_cast<double>(batches) * batch / s;
+  out["cache"] = cache.dir();
+  out["layout"] = cache::layout_name(cache.layout());
+  out["dtype"] = std::string(dtype_name(cache.dtype()));
+  out["threads"] = threads;
+  out["batch"] = batch;
+  out["batches"] = batches;
+  out["samples_per_s"] = sps;
+  out["bytes_read_per_sample"] = per_sample_in;
+  out["bytes_written_per_sample"] = per_sample_out;
+  out["shard_load_s"] = load_s;
+  out["checksum_of_touched"] = touched;
+  if (out.contains("memcpy_bytes_per_s")) {
+    const double bound = out["memcpy_bytes_per_s"].get<double>() / (per_sample_in + per_sample_out);
+    out["bandwidth_bound_samples_per_s"] = bound;
+    out["fraction_of_bound"] = sps / bound;
+  }
+}
+
 int run_bench(int argc, char** argv) {
   po::options_description desc("bench options");
   desc.add_options()
@@ -56,65 +123,7 @@ int run_bench(int argc, char** argv) {
   const int mem_mib = vm["memcpy-mib"].as<int>();
   if (mem_mib > 0) out["memcpy_bytes_per_s"] = memcpy_bandwidth(static_cast<std::size_t>(mem_mib));
 
-  if (vm.count("cache")) {
-    const int threads = vm["threads"].as<int>(), batch = vm["batch"].as<int>(), batches = vm["batches"].as<int>();
-    if (threads < 1 || batch < 1 || batches < 1) throw ConfigError("bench: --threads, --batch and --batches must be >= 1");
-    const auto cache = cache::CacheReader::open(vm["cache"].as<std::string>());
-    const Range all{0, cache.n_samples()};
-    const auto t_load = std::chrono::steady_clock::now();
-    const auto shard = cache::Shard::load(cache, all, vm["patch"].as<int>());
-    const double load_s = seconds_since(t_load);
-    const auto table = cache.read_sample_table();
-    std::vector<std::int64_t> class_of(all.size(), 0);
-    std::vector<std::uint64_t> ids;
-    for (std::uint64_t i = 0; i < all.size(); ++i) {
-      if (table.label[i] >= 0) ids.push_back(i);
-      else class_of[i] = -1;
-    }
-    if (ids.empty()) throw ConfigError(vm["cache"].as<std::string>() + ": no labeled samples to load");
-    const int total = batches + 20;
-    folds::SplitMix64 rng(12345);
-    std::vector<std::vector<std::uint64_t>> plan(static_cast<std::size_t>(total));
-    for (auto& b : plan) {
-      b.resize(static_cast<std::size_t>(batch));
-      for (auto& id : b) id = ids[rng.bounded(ids.size())];
-    }
-    train::LoaderOptions lopt;
-    lopt.threads = threads;
-    lopt.prefetch = vm["prefetch"].as<int>();
-    train::BatchLoader loader(shard, class_of, lopt);
-    loader.start(std::move(plan), 7, false);
-    double touched = 0;
-    std::chrono::steady_clock::time_point t0;
-    for (int i = 0; i < total; ++i) {
-      if (i == 20) t0 = std::chrono::steady_clock::now();
-      auto b = loader.next();
-      if (!b) throw Error("bench: loader ended early at batch " + std::to_string(i));
-      const float* x = b->x.data_ptr<float>();
-      const std::size_t n = static_cast<std::size_t>(b->x.numel());
-      for (std::size_t j = 0; j < n; j += 1024) touched += x[j];  // touch every 4 KiB page
-    }
-    const double s = seconds_since(t0);
-    const double per_sample_in = static_cast<double>(shard.sample_floats()) * static_cast<double>(dtype_size(cache.dtype()));
-    const double per_sample_out = static_cast<double>(shard.sample_floats()) * 4.0;
-    const double sps = static_cast<double>(batches) * batch / s;
-    out["cache"] = cache.dir();
-    out["layout"] = cache::layout_name(cache.layout());
-    out["dtype"] = std::string(dtype_name(cache.dtype()));
-    out["threads"] = threads;
-    out["batch"] = batch;
-    out["batches"] = batches;
-    out["samples_per_s"] = sps;
-    out["bytes_read_per_sample"] = per_sample_in;
-    out["bytes_written_per_sample"] = per_sample_out;
-    out["shard_load_s"] = load_s;
-    out["checksum_of_touched"] = touched;
-    if (out.contains("memcpy_bytes_per_s")) {
-      const double bound = out["memcpy_bytes_per_s"].get<double>() / (per_sample_in + per_sample_out);
-      out["bandwidth_bound_samples_per_s"] = bound;
-      out["fraction_of_bound"] = sps / bound;
-    }
-  }
+  if (vm.count("cache")) bench_loader(vm, out);
   if (vm.count("json")) {
     std::cout << out.dump() << "\n";
   } else {

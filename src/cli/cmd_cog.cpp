@@ -31,6 +31,24 @@
 namespace hsipipe::cli {
 namespace {
 
+// OUT: a .tif name, never IN (--force or not), replaced only with --force, in an existing folder.
+void check_cog_output(const std::string& in, const std::string& out, bool force) {
+  const std::filesystem::path out_path(out);
+  {
+    std::string ext = out_path.extension().string();
+    for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (ext != ".tif" && ext != ".tiff") throw ConfigError("hsipipe cog: OUT '" + out + "': expected a .tif or .tiff name");
+  }
+  {
+    std::error_code ec;  // never the scene being read, --force or not
+    if (std::filesystem::exists(in, ec) && std::filesystem::equivalent(in, out_path, ec))
+      throw ConfigError("hsipipe cog: OUT '" + out + "' is IN: write the COG to another file");
+  }
+  outputs::check_output_file(out, force, "hsipipe cog OUT");
+  const auto parent = out_path.has_parent_path() ? out_path.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(parent)) throw IoError(out, "the output directory does not exist");
+}
+
 int run_cog(int argc, char** argv) {
   po::options_description desc("hsipipe cog options");
   desc.add_options()("input", po::value<std::string>()->required(), "IN: any scene hsipipe reads (positional)")(
@@ -70,20 +88,7 @@ int run_cog(int argc, char** argv) {
   }
   const int level = vm["level"].as<int>();
   if (level < 0 || level > 22) throw ConfigError("hsipipe cog: --level " + std::to_string(level) + ": expected 0..22");
-  const std::filesystem::path out_path(out);
-  {
-    std::string ext = out_path.extension().string();
-    for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (ext != ".tif" && ext != ".tiff") throw ConfigError("hsipipe cog: OUT '" + out + "': expected a .tif or .tiff name");
-  }
-  {
-    std::error_code ec;  // never the scene being read, --force or not
-    if (std::filesystem::exists(in, ec) && std::filesystem::equivalent(in, out_path, ec))
-      throw ConfigError("hsipipe cog: OUT '" + out + "' is IN: write the COG to another file");
-  }
-  outputs::check_output_file(out, vm["force"].as<bool>(), "hsipipe cog OUT");
-  const auto parent = out_path.has_parent_path() ? out_path.parent_path() : std::filesystem::path(".");
-  if (!std::filesystem::is_directory(parent)) throw IoError(out, "the output directory does not exist");
+  check_cog_output(in, out, vm["force"].as<bool>());
 
   const auto t0 = std::chrono::steady_clock::now();
   auto scene = io::open_scene(io::SceneSpec::parse(in));

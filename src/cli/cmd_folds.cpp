@@ -195,6 +195,59 @@ void print_summary(const folds::Folds& f, std::ostream& os) {
   os << "fingerprint: " << f.fingerprint << "\n";
 }
 
+// The split's parameters from the options, each validated before anything is read.
+folds::FoldParams fold_params(const po::variables_map& vm) {
+  folds::FoldParams p;
+  p.k = vm["k"].as<int>();
+  if (p.k < 2) throw ConfigError("--k: need at least 2 folds, got " + std::to_string(p.k));
+  p.seed = parse_seed(vm["seed"].as<std::string>());
+  p.strategy = folds::strategy_from_name(vm["strategy"].as<std::string>());
+  if ((vm.count("block") || vm.count("buffer")) && p.strategy != folds::Strategy::spatial) {
+    throw ConfigError("--block/--buffer: only for --strategy spatial");
+  }
+  if (vm.count("block")) {
+    p.block = vm["block"].as<int>();
+    if (p.block < 1) throw ConfigError("--block: expected a side >= 1, got " + std::to_string(p.block));
+  }
+  if (vm.count("buffer")) {
+    p.buffer = vm["buffer"].as<int>();
+    if (p.buffer < 0) throw ConfigError("--buffer: expected a radius >= 0, got " + std::to_string(p.buffer));
+  }
+  return p;
+}
+
+// --check FILE: the folds file against the table; prints the report, StaleError when refused.
+void check_file(const po::variables_map& vm, const LoadedTable& table, const folds::SampleTableView& view) {
+  const std::string path = vm["check"].as<std::string>();
+  folds::Folds f = folds::load_folds(path);
+  const auto r = folds::check_folds(f, view, table.data_checksum);
+  if (f.n_samples == view.size()) folds::complete_informational(view, f);  // a file may omit them
+  std::cout << "check " << path << " against " << table.source << ": " << (r.ok ? "OK" : "REFUSED") << "\n";
+  print_summary(f, std::cout);
+  std::cout << "recomputed fingerprint: " << r.recomputed_fingerprint << "\n";
+  for (const auto& n : r.notes) std::cout << "note: " << n << "\n";
+  for (const auto& w : f.warnings) std::cout << "warning (from the file): " << w << "\n";
+  if (!r.ok) {
+    std::string msg = path + ": refused for " + table.source + ":";
+    for (const auto& pr : r.problems) msg += "\n  - " + pr;
+    throw StaleError(msg);
+  }
+}
+
+// --out FILE: makes the folds and writes them (the same bytes again are no loss; other content needs --force).
+void write_folds(const po::variables_map& vm, const LoadedTable& table, const folds::SampleTableView& view,
+                 const folds::FoldParams& p, bool force) {
+  const std::string out = vm["out"].as<std::string>();
+  folds::Folds f = folds::make_folds(view, p);
+  f.data_checksum = table.data_checksum;
+  print_summary(f, std::cout);
+  for (const auto& w : f.warnings) std::cerr << "hsipipe folds: warning: " << w << "\n";
+  const std::string text = folds::to_json_text(f);
+  outputs::check_output_file(out, force, "folds --out", &text);
+  fs::write_text_atomic(out, text);
+  std::cout << "wrote " << out << "\n";
+}
+
 int run_folds(int argc, char** argv) {
   po::options_description desc("folds options");
   desc.add_options()
@@ -228,22 +281,7 @@ int run_folds(int argc, char** argv) {
   const bool force = vm["force"].as<bool>();
 
   // Validate every option before reading anything.
-  folds::FoldParams p;
-  p.k = vm["k"].as<int>();
-  if (p.k < 2) throw ConfigError("--k: need at least 2 folds, got " + std::to_string(p.k));
-  p.seed = parse_seed(vm["seed"].as<std::string>());
-  p.strategy = folds::strategy_from_name(vm["strategy"].as<std::string>());
-  if ((vm.count("block") || vm.count("buffer")) && p.strategy != folds::Strategy::spatial) {
-    throw ConfigError("--block/--buffer: only for --strategy spatial");
-  }
-  if (vm.count("block")) {
-    p.block = vm["block"].as<int>();
-    if (p.block < 1) throw ConfigError("--block: expected a side >= 1, got " + std::to_string(p.block));
-  }
-  if (vm.count("buffer")) {
-    p.buffer = vm["buffer"].as<int>();
-    if (p.buffer < 0) throw ConfigError("--buffer: expected a radius >= 0, got " + std::to_string(p.buffer));
-  }
+  const folds::FoldParams p = fold_params(vm);
 
   const LoadedTable table = vm.count("cache") ? load_cache(vm["cache"].as<std::string>())
                                               : load_csv(vm["samples"].as<std::string>());
@@ -257,34 +295,10 @@ int run_folds(int argc, char** argv) {
   }
 
   if (vm.count("check")) {
-    const std::string path = vm["check"].as<std::string>();
-    folds::Folds f = folds::load_folds(path);
-    const auto r = folds::check_folds(f, view, table.data_checksum);
-    if (f.n_samples == view.size()) folds::complete_informational(view, f);  // a file may omit them
-    std::cout << "check " << path << " against " << table.source << ": " << (r.ok ? "OK" : "REFUSED") << "\n";
-    print_summary(f, std::cout);
-    std::cout << "recomputed fingerprint: " << r.recomputed_fingerprint << "\n";
-    for (const auto& n : r.notes) std::cout << "note: " << n << "\n";
-    for (const auto& w : f.warnings) std::cout << "warning (from the file): " << w << "\n";
-    if (!r.ok) {
-      std::string msg = path + ": refused for " + table.source + ":";
-      for (const auto& pr : r.problems) msg += "\n  - " + pr;
-      throw StaleError(msg);
-    }
+    check_file(vm, table, view);
     return 0;
   }
-
-  if (vm.count("out")) {
-    const std::string out = vm["out"].as<std::string>();
-    folds::Folds f = folds::make_folds(view, p);
-    f.data_checksum = table.data_checksum;
-    print_summary(f, std::cout);
-    for (const auto& w : f.warnings) std::cerr << "hsipipe folds: warning: " << w << "\n";
-    const std::string text = folds::to_json_text(f);
-    outputs::check_output_file(out, force, "folds --out", &text);
-    fs::write_text_atomic(out, text);
-    std::cout << "wrote " << out << "\n";
-  }
+  if (vm.count("out")) write_folds(vm, table, view, p, force);
   return 0;
 }
 

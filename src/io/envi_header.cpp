@@ -211,8 +211,48 @@ std::uint64_t EnviHeader::data_bytes() const {
   return out;
 }
 
-EnviHeader parse_envi_header(std::string_view text, const std::string& name) {
-  EnviHeader h;
+namespace {
+
+// A list value: runs from the '{' at `open` to the next '}', possibly over several lines; no nesting.
+// Returns the list text and moves `pos` (the next line) and `line_no` past it.
+std::string_view read_list_value(std::string_view text, std::size_t open, const std::string& name, const std::string& key,
+                                 std::size_t this_line, std::size_t& line_no, std::size_t& pos) {
+  const std::size_t close = text.find('}', open + 1);
+  const std::size_t nested = text.find('{', open + 1);
+  if (close == std::string_view::npos) {
+    throw FormatError(name, key, "malformed list: '{' on line " + std::to_string(this_line) + " is never closed by '}'");
+  }
+  if (nested < close) {
+    throw FormatError(name, key, "malformed list: '{' inside a list (opened on line " + std::to_string(this_line) + ")");
+  }
+  for (std::size_t i = open; i < close; ++i)
+    if (text[i] == '\n') ++line_no;
+  std::size_t after = text.find('\n', close);
+  if (after == std::string_view::npos) after = text.size();
+  if (!trim(text.substr(close + 1, after - close - 1)).empty()) {
+    throw FormatError(name, key, "malformed list: text after the closing '}' on line " + std::to_string(line_no));
+  }
+  pos = after + 1;
+  return text.substr(open, close - open + 1);
+}
+
+// Records key = value; a key given again replaces the earlier value, except a key that decides how the
+// bytes are read given twice with two values: which one describes the data is unknown, so neither is
+// guessed (a repeated description or wavelength keeps its last value).
+void set_field(EnviHeader& h, const std::string& key, std::string_view value, const std::string& name, std::size_t this_line) {
+  for (auto& f : h.fields)
+    if (f.first == key) {
+      if (decides_layout(key) && !same_value(f.second, value))
+        throw FormatError(name, key, "given twice with different values, " + quote(f.second) + " and " + quote(value) +
+                                         " (line " + std::to_string(this_line) + ")");
+      f.second = std::string(value);
+      return;
+    }
+  h.fields.emplace_back(key, std::string(value));
+}
+
+// The magic line and then every `key = value` line (';' comments, blank lines, '{...}' lists) into h.fields.
+void read_fields(EnviHeader& h, std::string_view text, const std::string& name) {
   // Magic: the first line is "ENVI" (a UTF-8 byte-order mark before it is tolerated).
   if (text.size() >= 3 && std::memcmp(text.data(), "\xEF\xBB\xBF", 3) == 0) text.remove_prefix(3);
   std::size_t pos = text.find('\n');
@@ -237,42 +277,16 @@ EnviHeader parse_envi_header(std::string_view text, const std::string& name) {
     if (key.empty()) throw FormatError(name, "line " + std::to_string(this_line), "empty key before '='");
     std::string_view value = trim(line.substr(eq + 1));
     if (!value.empty() && value.front() == '{') {
-      // A list: runs from this '{' to the next '}', possibly over several lines; no nesting.
-      const std::size_t open = static_cast<std::size_t>(value.data() - text.data());
-      const std::size_t close = text.find('}', open + 1);
-      const std::size_t nested = text.find('{', open + 1);
-      if (close == std::string_view::npos) {
-        throw FormatError(name, key, "malformed list: '{' on line " + std::to_string(this_line) + " is never closed by '}'");
-      }
-      if (nested < close) {
-        throw FormatError(name, key, "malformed list: '{' inside a list (opened on line " + std::to_string(this_line) + ")");
-      }
-      for (std::size_t i = open; i < close; ++i)
-        if (text[i] == '\n') ++line_no;
-      std::size_t after = text.find('\n', close);
-      if (after == std::string_view::npos) after = text.size();
-      if (!trim(text.substr(close + 1, after - close - 1)).empty()) {
-        throw FormatError(name, key, "malformed list: text after the closing '}' on line " + std::to_string(line_no));
-      }
-      value = text.substr(open, close - open + 1);
-      pos = after + 1;
+      value = read_list_value(text, static_cast<std::size_t>(value.data() - text.data()), name, key, this_line, line_no, pos);
     } else if (value.find('}') != std::string_view::npos) {
       throw FormatError(name, key, "malformed list: '}' without '{'");
     }
-    bool replaced = false;
-    for (auto& f : h.fields)
-      if (f.first == key) {
-        // A key that decides how the bytes are read, given twice with two values: which one describes the
-        // data is unknown, so neither is guessed (a repeated description or wavelength keeps its last value)
-        if (decides_layout(key) && !same_value(f.second, value))
-          throw FormatError(name, key, "given twice with different values, " + quote(f.second) + " and " + quote(value) +
-                                           " (line " + std::to_string(this_line) + ")");
-        f.second = std::string(value);
-        replaced = true;
-      }
-    if (!replaced) h.fields.emplace_back(key, std::string(value));
+    set_field(h, key, value, name, this_line);
   }
+}
 
+// The keys that say how the bytes are laid out: sizes, data type, interleave, byte order, header offset.
+void parse_layout_fields(EnviHeader& h, const std::string& name) {
   auto required = [&](const char* key) -> const std::string& {
     const std::string* v = h.find(key);
     if (!v) throw FormatError(name, key, "missing required key");
@@ -317,11 +331,15 @@ EnviHeader parse_envi_header(std::string_view text, const std::string& name) {
       h.data_bytes() > (std::uint64_t{1} << 50)) {
     throw FormatError(name, "samples, lines, bands", "the data size samples * lines * bands * element size overflows");
   }
+}
+
+// The optional keys about values and bands: ignore value, classes, scale factor, wavelengths, fwhm, bbl.
+void parse_band_fields(EnviHeader& h, const std::string& name) {
   if (const std::string* v = h.find("data ignore value")) {
     h.ignore_value = parse_double(unbrace(*v), name, "data ignore value");
   }
   if (const std::string* v = h.find("classes")) {  // a classification image: ids 0 .. classes - 1
-    h.classes = parse_uint(*v, name, "classes", dim_max);
+    h.classes = parse_uint(*v, name, "classes", std::numeric_limits<std::int32_t>::max());
     if (*h.classes == 0) throw FormatError(name, "classes", "must be at least 1");
   }
   if (const std::string* v = h.find("reflectance scale factor")) {
@@ -342,6 +360,15 @@ EnviHeader parse_envi_header(std::string_view text, const std::string& name) {
       h.band_info.bbl.push_back(vals[i] != 0 ? 1 : 0);
     }
   }
+}
+
+}  // namespace
+
+EnviHeader parse_envi_header(std::string_view text, const std::string& name) {
+  EnviHeader h;
+  read_fields(h, text, name);
+  parse_layout_fields(h, name);
+  parse_band_fields(h, name);
   return h;
 }
 

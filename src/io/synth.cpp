@@ -203,6 +203,11 @@ struct SynthScene::Impl {
 
   void build_spectra(Rng& g);
   void build_layout(Rng& g);
+  void place_parcels(Rng& g);
+  // The two parcels nearest the warped point (wy, wx): ids p1 (nearest) and p2, squared distances d1, d2.
+  void nearest_parcels(double wy, double wx, std::int32_t& p1, std::int32_t& p2, double& d1, double& d2) const;
+  float road_weight(double y, double x) const;
+  void keep_survey_plots(std::vector<std::pair<double, std::size_t>>& seed_dist);
   void pixel_weights(std::size_t r, std::size_t c, std::array<std::pair<const float*, float>, 8>& w, int& n) const;
 };
 
@@ -260,7 +265,9 @@ void SynthScene::Impl::build_spectra(Rng& g) {
   }
 }
 
-void SynthScene::Impl::build_layout(Rng& g) {
+// The parcel grid (one margin cell on each side): seed points, kinds (classes, bare soil, grass), and at
+// least one parcel of every class inside the image when there are enough parcels.
+void SynthScene::Impl::place_parcels(Rng& g) {
   const std::size_t R = opt.rows, C = opt.cols;
   const int K = opt.classes;
   cell = std::clamp(std::round(std::sqrt(static_cast<double>(R * C) / 55.0)), 10.0, 48.0);
@@ -300,6 +307,59 @@ void SynthScene::Impl::build_layout(Rng& g) {
   if (inner.size() >= static_cast<std::size_t>(K) + 2)
     for (int k = 0; k < K; ++k) parcels[inner[static_cast<std::size_t>(k)]].kind = k;
 
+}
+
+void SynthScene::Impl::nearest_parcels(double wy, double wx, std::int32_t& p1, std::int32_t& p2, double& d1,
+                                       double& d2) const {
+  const auto ci = static_cast<long>(std::floor(wy / cell)) + 1, cj = static_cast<long>(std::floor(wx / cell)) + 1;
+  d1 = 1e300, d2 = 1e300;
+  p1 = 0, p2 = 0;
+  for (long di = -2; di <= 2; ++di) {
+    for (long dj = -2; dj <= 2; ++dj) {
+      const long ii = ci + di, jj = cj + dj;
+      if (ii < 0 || jj < 0 || ii >= static_cast<long>(grid_rows) || jj >= static_cast<long>(grid_cols)) continue;
+      const auto id = static_cast<std::int32_t>(static_cast<std::size_t>(ii) * grid_cols + static_cast<std::size_t>(jj));
+      const Parcel& p = parcels[static_cast<std::size_t>(id)];
+      const double d = (p.y - wy) * (p.y - wy) + (p.x - wx) * (p.x - wx);
+      if (d < d1) {
+        d2 = d1, p2 = p1;
+        d1 = d, p1 = id;
+      } else if (d < d2) {
+        d2 = d, p2 = id;
+      }
+    }
+  }
+}
+
+// Roads: every 4th grid row and every 5th grid column, gently wavy, 2.4 px wide; 1 on a road, fading to 0.
+float SynthScene::Impl::road_weight(double y, double x) const {
+  double road_d = 1e9;
+  for (std::size_t i = 1; i < grid_rows; i += 4) {
+    const double centre = static_cast<double>(i) * cell + 1.2 * std::sin(x / 23.0 + static_cast<double>(i));
+    road_d = std::min(road_d, std::fabs(y - centre) - 1.2);
+  }
+  for (std::size_t j = 2; j < grid_cols; j += 5) {
+    const double centre = static_cast<double>(j) * cell + 1.2 * std::sin(y / 29.0 + static_cast<double>(j));
+    road_d = std::min(road_d, std::fabs(x - centre) - 1.2);
+  }
+  return road_d <= 0 ? 1.0f : road_d < 1 ? static_cast<float>(1 - road_d) : 0.0f;
+}
+
+// Survey plots of a sparse ground truth: keep the n labeled pixels nearest their parcel's seed point (ties
+// by pixel index), i.e. a disc of one common radius inside every labeled parcel.
+void SynthScene::Impl::keep_survey_plots(std::vector<std::pair<double, std::size_t>>& seed_dist) {
+  const auto n = static_cast<std::size_t>(
+      std::max(1.0, std::round(opt.labeled_fraction * static_cast<double>(opt.rows) * static_cast<double>(opt.cols))));
+  if (n < seed_dist.size()) {
+    std::nth_element(seed_dist.begin(), seed_dist.begin() + static_cast<std::ptrdiff_t>(n), seed_dist.end());
+    for (auto it = seed_dist.begin() + static_cast<std::ptrdiff_t>(n); it != seed_dist.end(); ++it) labels[it->second] = 0;
+  }
+}
+
+void SynthScene::Impl::build_layout(Rng& g) {
+  const std::size_t R = opt.rows, C = opt.cols;
+  const int K = opt.classes;
+  place_parcels(g);
   const std::uint64_t key_wx = g.next(), key_wy = g.next();
   const double warp_amp = cell * 0.18, warp_period = cell * 0.6;
   pixels.resize(R * C);
@@ -314,40 +374,15 @@ void SynthScene::Impl::build_layout(Rng& g) {
       const double y = static_cast<double>(r) + 0.5, x = static_cast<double>(c) + 0.5;
       const double wy = y + warp_amp * value_noise(x, y, warp_period, key_wy);
       const double wx = x + warp_amp * value_noise(x, y, warp_period, key_wx);
-      const auto ci = static_cast<long>(std::floor(wy / cell)) + 1, cj = static_cast<long>(std::floor(wx / cell)) + 1;
-      double d1 = 1e300, d2 = 1e300;
+      double d1 = 0, d2 = 0;
       std::int32_t p1 = 0, p2 = 0;
-      for (long di = -2; di <= 2; ++di) {
-        for (long dj = -2; dj <= 2; ++dj) {
-          const long ii = ci + di, jj = cj + dj;
-          if (ii < 0 || jj < 0 || ii >= static_cast<long>(grid_rows) || jj >= static_cast<long>(grid_cols)) continue;
-          const auto id = static_cast<std::int32_t>(static_cast<std::size_t>(ii) * grid_cols + static_cast<std::size_t>(jj));
-          const Parcel& p = parcels[static_cast<std::size_t>(id)];
-          const double d = (p.y - wy) * (p.y - wy) + (p.x - wx) * (p.x - wx);
-          if (d < d1) {
-            d2 = d1, p2 = p1;
-            d1 = d, p1 = id;
-          } else if (d < d2) {
-            d2 = d, p2 = id;
-          }
-        }
-      }
+      nearest_parcels(wy, wx, p1, p2, d1, d2);
       const Parcel &a = parcels[static_cast<std::size_t>(p1)], &b = parcels[static_cast<std::size_t>(p2)];
       const double sep = std::sqrt((a.y - b.y) * (a.y - b.y) + (a.x - b.x) * (a.x - b.x));
       const double border = sep > 0 ? (d2 - d1) / (2 * sep) : 1e9;  // distance to the bisector
       float alpha = 1.0f;
       if (a.kind != b.kind && border < mix_half) alpha = static_cast<float>(0.5 + 0.5 * border / mix_half);
-      // Roads: every 4th grid row and every 5th grid column, gently wavy, 2.4 px wide.
-      double road_d = 1e9;
-      for (std::size_t i = 1; i < grid_rows; i += 4) {
-        const double centre = static_cast<double>(i) * cell + 1.2 * std::sin(x / 23.0 + static_cast<double>(i));
-        road_d = std::min(road_d, std::fabs(y - centre) - 1.2);
-      }
-      for (std::size_t j = 2; j < grid_cols; j += 5) {
-        const double centre = static_cast<double>(j) * cell + 1.2 * std::sin(y / 29.0 + static_cast<double>(j));
-        road_d = std::min(road_d, std::fabs(x - centre) - 1.2);
-      }
-      const float road = road_d <= 0 ? 1.0f : road_d < 1 ? static_cast<float>(1 - road_d) : 0.0f;
+      const float road = road_weight(y, x);
       pixels[r * C + c] = {p1, p2, alpha, road};
       if (a.kind < K && alpha >= 0.8f && road < 0.2f) {
         labels[r * C + c] = a.kind + 1;
@@ -355,16 +390,7 @@ void SynthScene::Impl::build_layout(Rng& g) {
       }
     }
   }
-  if (sparse) {
-    // Survey plots: keep the n labeled pixels nearest their parcel's seed point (ties by pixel index), i.e. a
-    // disc of one common radius inside every labeled parcel.
-    const auto n = static_cast<std::size_t>(
-        std::max(1.0, std::round(opt.labeled_fraction * static_cast<double>(R) * static_cast<double>(C))));
-    if (n < seed_dist.size()) {
-      std::nth_element(seed_dist.begin(), seed_dist.begin() + static_cast<std::ptrdiff_t>(n), seed_dist.end());
-      for (auto it = seed_dist.begin() + static_cast<std::ptrdiff_t>(n); it != seed_dist.end(); ++it) labels[it->second] = 0;
-    }
-  }
+  if (sparse) keep_survey_plots(seed_dist);
 }
 
 void SynthScene::Impl::pixel_weights(std::size_t r, std::size_t c, std::array<std::pair<const float*, float>, 8>& w,

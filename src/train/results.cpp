@@ -415,12 +415,16 @@ json config_differences(const std::map<int, FoldFile>& folds) {
 }
 }  // namespace
 
-json summarize_run(const std::string& run_dir, const std::vector<int>& expect_folds, bool allow_mixed) {
-  std::error_code ec;
-  if (!stdfs::is_directory(run_dir, ec)) throw IoError(run_dir, "not a directory (RUN_DIR of hsipipe train --out)");
-  std::map<int, FoldFile> folds;
-  std::map<int, stdfs::path> unfinished;  // requested fold-K/ without metrics.json (failed or still running)
-  std::map<int, stdfs::path> others;      // metrics.json of folds not requested (read only for the fold count)
+namespace {
+
+using FoldMap = std::map<int, FoldFile>;
+using PathMap = std::map<int, stdfs::path>;
+
+// The run's fold-K/ folders: requested folds with metrics.json are read into `folds`, requested ones
+// without it (failed or still running) go to `unfinished`, the metrics.json of folds not requested to
+// `others` (read later only for the fold count).
+void scan_fold_dirs(const std::string& run_dir, const std::vector<int>& expect_folds, FoldMap& folds, PathMap& unfinished,
+                    PathMap& others) {
   const auto requested = [&](int k) {
     return expect_folds.empty() || std::find(expect_folds.begin(), expect_folds.end(), k) != expect_folds.end();
   };
@@ -442,28 +446,35 @@ json summarize_run(const std::string& run_dir, const std::vector<int>& expect_fo
       unfinished.emplace(k, file);
     }
   }
-  // Every requested result must come from the same run (same cache, folds file, k and model).
-  if (!folds.empty()) {
-    const FoldFile& ref = folds.begin()->second;
-    for (const auto& [k, f] : folds) {
-      auto differ = [&](const char* field, const std::string& a, const std::string& b) {
-        if (a != b)
-          throw StaleError(f.file + ": field '" + field + "' is '" + b + "' but " + ref.file + " has '" + a +
-                           "': folds from different runs cannot be summarised together");
-      };
-      differ("run.cache_checksum", ref.run.cache_checksum, f.run.cache_checksum);
-      differ("run.folds_fingerprint", ref.run.folds_fingerprint, f.run.folds_fingerprint);
-      differ("run.n_folds", std::to_string(ref.run.n_folds), std::to_string(f.run.n_folds));
-      const auto model = [](const RunInfo& r) {
-        return r.config.is_object() && r.config.contains("model") ? r.config["model"].dump() : std::string("null");
-      };
-      differ("run.config.model", model(ref.run), model(f.run));
-      if (f.metrics.label_values != ref.metrics.label_values)
-        throw StaleError(f.file + ": field 'metrics.label_values' differs from " + ref.file);
-    }
+}
+
+// Every requested result must come from the same run (same cache, folds file, k and model).
+void check_same_run(const FoldMap& folds) {
+  if (folds.empty()) return;
+  const FoldFile& ref = folds.begin()->second;
+  for (const auto& [k, f] : folds) {
+    auto differ = [&](const char* field, const std::string& a, const std::string& b) {
+      if (a != b)
+        throw StaleError(f.file + ": field '" + field + "' is '" + b + "' but " + ref.file + " has '" + a +
+                         "': folds from different runs cannot be summarised together");
+    };
+    differ("run.cache_checksum", ref.run.cache_checksum, f.run.cache_checksum);
+    differ("run.folds_fingerprint", ref.run.folds_fingerprint, f.run.folds_fingerprint);
+    differ("run.n_folds", std::to_string(ref.run.n_folds), std::to_string(f.run.n_folds));
+    const auto model = [](const RunInfo& r) {
+      return r.config.is_object() && r.config.contains("model") ? r.config["model"].dump() : std::string("null");
+    };
+    differ("run.config.model", model(ref.run), model(f.run));
+    if (f.metrics.label_values != ref.metrics.label_values)
+      throw StaleError(f.file + ": field 'metrics.label_values' differs from " + ref.file);
   }
-  // The fold count comes from the results themselves (the requested ones agree, checked above), so a
-  // requested fold the run cannot have is named as such, not as a fold whose training is missing.
+}
+
+// The fold count comes from the results themselves (the requested ones agree, checked above), so a
+// requested fold the run cannot have is named as such, not as a fold whose training is missing. Every
+// wanted fold must have its results.
+void check_folds_present(const std::string& run_dir, const std::vector<int>& expect_folds, const FoldMap& folds,
+                         const PathMap& unfinished, const PathMap& others) {
   int n_folds = -1;
   if (!folds.empty())
     n_folds = folds.begin()->second.run.n_folds;
@@ -490,18 +501,11 @@ json summarize_run(const std::string& run_dir, const std::vector<int>& expect_fo
                     "missing: fold " + std::to_string(k) + " of " + std::to_string(n_folds) +
                         " has no results (run hsipipe train --fold " + std::to_string(k) + ")");
     }
+}
 
+// Per-fold rows, mean and sample std over the folds, and the pooled confusion's metrics.
+void add_fold_statistics(const FoldMap& folds, json& s) {
   const FoldFile& ref = folds.begin()->second;
-  const json mixed = config_differences(folds);
-  if (!mixed.empty() && !allow_mixed) {
-    std::string what;
-    for (const auto& [key, values] : mixed.items()) what += (what.empty() ? "" : "; ") + key + " " + values.dump();
-    throw ConfigError(run_dir + ": its folds were trained with different settings (" + what +
-                      "): one summary would describe none of them; train them alike, or report --allow-mixed to "
-                      "summarise them anyway with the differences listed");
-  }
-  json s;
-  if (!mixed.empty()) s["config_differences"] = mixed;
   json rows = json::array();
   std::vector<double> oa, aa, kappa;
   ConfusionMatrix pooled(static_cast<int>(ref.metrics.label_values.size()));
@@ -520,6 +524,31 @@ json summarize_run(const std::string& run_dir, const std::vector<int>& expect_fo
   s["std"] = {{"oa", sample_std(oa)}, {"aa", sample_std(aa)}, {"kappa", sample_std(kappa)}};
   s["std_kind"] = "sample standard deviation (n-1); null with one fold";
   s["pooled"] = {{"oa", pm.oa}, {"aa", pm.aa}, {"kappa", pm.kappa}, {"n", pm.n}};
+}
+
+}  // namespace
+
+json summarize_run(const std::string& run_dir, const std::vector<int>& expect_folds, bool allow_mixed) {
+  std::error_code ec;
+  if (!stdfs::is_directory(run_dir, ec)) throw IoError(run_dir, "not a directory (RUN_DIR of hsipipe train --out)");
+  FoldMap folds;
+  PathMap unfinished, others;
+  scan_fold_dirs(run_dir, expect_folds, folds, unfinished, others);
+  check_same_run(folds);
+  check_folds_present(run_dir, expect_folds, folds, unfinished, others);
+
+  const FoldFile& ref = folds.begin()->second;
+  const json mixed = config_differences(folds);
+  if (!mixed.empty() && !allow_mixed) {
+    std::string what;
+    for (const auto& [key, values] : mixed.items()) what += (what.empty() ? "" : "; ") + key + " " + values.dump();
+    throw ConfigError(run_dir + ": its folds were trained with different settings (" + what +
+                      "): one summary would describe none of them; train them alike, or report --allow-mixed to "
+                      "summarise them anyway with the differences listed");
+  }
+  json s;
+  if (!mixed.empty()) s["config_differences"] = mixed;
+  add_fold_statistics(folds, s);
   s["n_folds"] = ref.run.n_folds;
   s["folds_summarised"] = static_cast<int>(folds.size());
   s["label_values"] = ref.metrics.label_values;
