@@ -23,6 +23,31 @@
 //    builds PATH.tmp-<job> and renames it to PATH after every rank succeeded and the manifest is
 //    written. On any failure every rank exits non-zero and rank 0 removes the temporary directory.
 //
+// Memory between the passes (what would otherwise wait is fresh memory: float32 windows, twice an int16
+// scene, or the kept samples):
+//  - A scene that decodes again at memory speed (Scene::rereads_cheaply(): ENVI) is not kept between the
+//    passes in the pixel and cube layouts: each later pass decodes its rows again, ~1 MiB at a time, and
+//    the write pass builds the final bytes (into the npy file's pages, or ~2 MiB row-aligned pieces for h5)
+//    while the disk writes back the ones before. Its source_bytes_read is then twice the scene's (three
+//    times with --pca) for any rank count: after the statistics pass a rank forgets the shared rows it
+//    decoded itself, so each row is decoded once per pass.
+//  - Other scenes (GeoTIFF tiles, MATLAB, HDF5, remote): in the pixel layout the statistics pass keeps the
+//    rank's sample pixels for the write pass (within --memory-mb), as int16/uint16 when every scene holds
+//    such integers; with npy they wait in each sample's own output slot in the file's pages, overwritten in
+//    place by the write pass. A value that is not a 16-bit integer drops them and the write pass decodes
+//    again (the summary's "samples kept for the write pass:" line; HSIPIPE_TEST_KEEP_SAMPLES=1 keeps an
+//    ENVI scene's samples too, for tests and A/B runs).
+//  - When the statistics pass reads the write pass's blocks (labeled statistics, the cube layout), its row
+//    windows wait for the write pass within --memory-mb (else the write pass decodes again).
+//  - Neighbouring ranks need some of the same rows (boundary row, halo, a tiled GeoTIFF's tile row,
+//    Scene::block_rows()): each such block is decoded by one rank only and exchanged (Comm::alltoallv), so
+//    the bytes decoded are the scene's for any rank count.
+//  - Meanwhile every rank hashes a share of the sources' 16 MiB chunks on a thread (source_hasher); the
+//    chunked XXH3-64 of core/hash.hpp does not depend on who hashed what. The sink reserves every file's
+//    blocks (fallocate) before the statistics pass, so a full disk fails before any write, naming the file.
+//  - After the last write rank 0 starts the fsync on a sink thread, beside the checksum and the manifest:
+//    the manifest is written only after every file is durable, so a manifest stands for a whole cache.
+//
 // decode.cpp runs these steps; each lives in its own unit: decode_plan (options, scenes, sample table,
 // blocks), row_windows (decoded rows and the boundary-row exchange), decode_passes (statistics, PCA),
 // kept_samples, write_pass, source_hasher, reuse (reuse / refuse), publish (lock, rename),

@@ -1,6 +1,9 @@
 #pragma once
 // cli/plugin: loads libhsipipe-train.so, the commands that need libtorch (train, report, plan, bench),
 // only when one of them is asked for. Its commands register themselves into registry() when it loads.
+// Every other command, on every rank, skips libtorch's start-up (`hsipipe report --help` 0.45 s against
+// `folds --help` 0.01 s, perf stat); io/gdal_api.hpp does the same for GDAL. With BUILD_SHARED_LIBS=OFF
+// everything links into the one executable and this loads nothing.
 #include <string>
 
 namespace hsipipe::cli {

@@ -10,6 +10,14 @@
 // once). Rank 0 writes the results (train/results.hpp), RUN_DIR/fold-I/epochs.jsonl (one JSON
 // record per epoch) and one log line per epoch.
 //
+// Batches come from a BatchSource: on CPU the loader ring (train/loader.hpp: float16 -> float32, patch
+// cutting, flips/rotations in producer threads); on a GPU the shard copied to the device once
+// (train/resident.hpp: each batch one gather whose offsets carry the flips/rotations, so the host never
+// waits for the device within an epoch). Steps are timed by a PhaseClock (train/cuda_streams.hpp): host
+// intervals on CPU, CUDA events read once per epoch on a GPU. The shard hashes the data checksum's items it
+// owns as it loads them; the ranks' hashes together must give the manifest's data_checksum or every rank
+// stops before training. --fold all reuses the loaded shard for all k folds.
+//
 // Everything that can be refused is checked before any training, identically on every rank: the
 // model against the cache layout/patch/bands (check_model_fits), the folds file against the cache
 // (sample count and sample table; StaleError naming both files), option values (ConfigError).
