@@ -255,7 +255,7 @@ int run_folds(int argc, char** argv) {
       ("samples", po::value<std::string>(), "sample table CSV (from --export-samples) instead of a cache")
       ("k", po::value<int>()->default_value(5), "number of folds (>= 2)")
       ("seed", po::value<std::string>()->default_value("42"), "seed, unsigned 64-bit")
-      ("strategy", po::value<std::string>()->default_value("stratified"), "stratified | spatial | random")
+      ("strategy", po::value<std::string>()->default_value("stratified"), folds::strategy_names(" | ").c_str())
       ("block", po::value<int>(), "spatial: block side in pixels (default from patch and scene, printed)")
       ("buffer", po::value<int>(), "spatial: exclusion radius in pixels (default patch / 2)")
       ("out", po::value<std::string>(), "write the folds file (JSON) here")
@@ -263,7 +263,7 @@ int run_folds(int argc, char** argv) {
       ("export-samples", po::value<std::string>(), "write the sample table as CSV (docs/FOLDS.md section 11)")
       ("force", po::bool_switch(), "replace an existing --out / --export-samples file that holds other content");
   const Parsed a = parse(argc, argv, "folds",
-                         "--cache DIR --k 5 --seed 42 --strategy stratified|spatial|random --out FOLDS.json\n"
+                         "--cache DIR --k 5 --seed 42 --strategy " + folds::strategy_names("|") + " --out FOLDS.json\n"
                          "       hsipipe folds --check FOLDS.json --cache DIR\n"
                          "       hsipipe folds --cache DIR --export-samples SAMPLES.csv",
                          desc);

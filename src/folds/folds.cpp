@@ -273,11 +273,25 @@ std::string strategy_name(Strategy s) {
   return "?";
 }
 
+const std::vector<Strategy>& all_strategies() {
+  static const std::vector<Strategy> all{Strategy::stratified, Strategy::spatial, Strategy::random};
+  return all;
+}
+
+std::string strategy_names(const std::string& sep, const std::string& last) {
+  const auto& all = all_strategies();
+  std::string out;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (i) out += (i + 1 == all.size() && !last.empty()) ? last : sep;
+    out += strategy_name(all[i]);
+  }
+  return out;
+}
+
 Strategy strategy_from_name(const std::string& s) {
-  if (s == "stratified") return Strategy::stratified;
-  if (s == "spatial") return Strategy::spatial;
-  if (s == "random") return Strategy::random;
-  throw ConfigError("--strategy: unknown strategy '" + s + "' (expected stratified, spatial or random)");
+  for (const Strategy st : all_strategies())
+    if (s == strategy_name(st)) return st;
+  throw ConfigError("--strategy: unknown strategy '" + s + "' (expected " + strategy_names(", ", " or ") + ")");
 }
 
 std::vector<std::uint64_t> Folds::val_ids(int f) const {

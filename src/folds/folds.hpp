@@ -21,6 +21,11 @@ inline constexpr int kAlgorithmVersion = 1;  ///< docs/FOLDS.md algorithms; bump
 enum class Strategy { stratified, spatial, random };
 std::string strategy_name(Strategy s);
 Strategy strategy_from_name(const std::string& s);  ///< throws ConfigError naming --strategy
+/// Every strategy, in the documented order: the one list help texts and messages are made from.
+const std::vector<Strategy>& all_strategies();
+/// Their names joined by `sep` ("stratified | spatial | random"); with `last` the final separator
+/// instead ("stratified, spatial or random").
+std::string strategy_names(const std::string& sep, const std::string& last = "");
 
 struct SceneSize {
   std::uint32_t rows = 0, cols = 0;
