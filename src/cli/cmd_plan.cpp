@@ -7,6 +7,7 @@
 
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "train/models.hpp"
 #include "train/planner.hpp"
 
 namespace hsipipe::cli {
@@ -14,7 +15,7 @@ namespace {
 
 int run_plan(int argc, char** argv) {
   po::options_description desc("Options");
-  desc.add_options()("model", po::value<std::string>()->required(), "hu1d, li3d, hamida3d, hybridsn or mlp")(
+  desc.add_options()("model", po::value<std::string>()->required(), train::model_names(", ", " or ").c_str())(
       "bands", po::value<int>()->required(), "spectral bands B of the input (after band removal / PCA)")(
       "patch", po::value<int>()->default_value(1), "patch side p (1: pixel spectra)")(
       "batch", po::value<int>()->required(), "global batch size")(

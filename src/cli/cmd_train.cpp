@@ -10,6 +10,7 @@
 #include "cli/command.hpp"
 #include "core/error.hpp"
 #include "dist/mpi.hpp"
+#include "train/models.hpp"
 #include "train/trainer.hpp"
 
 namespace hsipipe::cli {
@@ -21,7 +22,7 @@ int run_train(int argc, char** argv) {
   desc.add_options()
       ("cache", po::value<std::string>(), "cache directory (hsipipe decode)")
       ("folds", po::value<std::string>(), "folds file of that cache (hsipipe folds)")
-      ("model", po::value<std::string>(), "hu1d | li3d | hamida3d | hybridsn | mlp")
+      ("model", po::value<std::string>(), train::model_names(" | ").c_str())
       ("fold", po::value<std::string>()->default_value("all"), "all (the k folds in one job, shard loaded once) or an index I")
       ("out", po::value<std::string>(), "run directory: fold-I/ results, summary.json/md")
       ("epochs", po::value<int>()->default_value(d.epochs), "training epochs per fold")

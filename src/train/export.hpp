@@ -4,7 +4,7 @@
 //
 // OUT (torch.load(OUT) in Python gives a dict; written by torch::pickle_save, atomically):
 //   "format"          "hsipipe-model", "format_version" 1
-//   "model"           hu1d | mlp | li3d | hamida3d | hybridsn
+//   "model"           a name of train::model_registry()
 //   "bands", "patch", "n_classes"   the input the network takes: [N, bands] (patch 1) or
 //                     [N, bands, patch, patch], float32, after the cache's preprocessing
 //   "label_values"    class index -> label value of the scene's label raster

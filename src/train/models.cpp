@@ -36,12 +36,20 @@ const std::vector<ModelInfo>& model_registry() {
   return models;
 }
 
+std::string model_names(const std::string& sep, const std::string& last) {
+  const auto& all = model_registry();
+  std::string out;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (i) out += (i + 1 == all.size() && !last.empty()) ? last : sep;
+    out += all[i].name;
+  }
+  return out;
+}
+
 const ModelInfo& model_info(const std::string& name) {
   for (const auto& m : model_registry())
     if (m.name == name) return m;
-  std::string known;
-  for (const auto& m : model_registry()) known += (known.empty() ? "" : ", ") + m.name;
-  throw ConfigError("--model: unknown model '" + name + "' (expected one of " + known + ")");
+  throw ConfigError("--model: unknown model '" + name + "' (expected one of " + model_names(", ") + ")");
 }
 
 void check_model_fits(const std::string& name, Layout layout, int patch, int bands) {

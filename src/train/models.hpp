@@ -41,6 +41,9 @@ struct ModelInfo {
 
 /// All models, in a fixed order.
 const std::vector<ModelInfo>& model_registry();
+/// The registry's names joined by `sep` ("hu1d | li3d | ..."); with `last` the final separator instead
+/// ("hu1d, li3d, ... or mlp"). Help texts and messages are made from it, never typed by hand.
+std::string model_names(const std::string& sep, const std::string& last = "");
 /// The entry for NAME; throws ConfigError ("--model: unknown model 'x' (expected hu1d, li3d, ...)").
 const ModelInfo& model_info(const std::string& name);
 
