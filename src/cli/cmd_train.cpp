@@ -16,20 +16,61 @@
 namespace hsipipe::cli {
 namespace {
 
+/// The options of the command line (or INI file), as train() takes them; train() validates them.
+train::TrainOptions train_options(const po::variables_map& vm) {
+  train::TrainOptions o;
+  o.cache = vm["cache"].as<std::string>();
+  o.folds = vm["folds"].as<std::string>();
+  o.model = vm["model"].as<std::string>();
+  o.out = vm["out"].as<std::string>();
+  o.fold = vm["fold"].as<std::string>();
+  o.epochs = vm["epochs"].as<int>();
+  o.batch = vm["batch"].as<std::int64_t>();
+  o.lr = vm["lr"].as<double>();
+  o.optimizer = vm["optimizer"].as<std::string>();
+  o.weight_decay = vm["weight-decay"].as<double>();
+  o.seed = vm["seed"].as<std::uint64_t>();
+  o.device = vm["device"].as<std::string>();
+  o.backend = vm["backend"].as<std::string>();
+  o.threads = vm["threads"].as<int>();
+  o.prefetch = vm["prefetch"].as<int>();
+  o.loader = vm["loader"].as<std::string>();
+  o.augment = vm["augment"].as<std::string>();
+  o.deterministic = vm["deterministic"].as<bool>();
+  o.checkpoint_every = vm["checkpoint-every"].as<int>();
+  o.resume = vm["resume"].as<bool>();
+  o.force = vm["force"].as<bool>();
+  o.precision = vm["precision"].as<std::string>();
+  o.log_epochs = !vm["quiet"].as<bool>();
+  o.schedule = vm["schedule"].as<std::string>();
+  o.warmup_epochs = vm["warmup-epochs"].as<int>();
+  o.schedule_epochs = vm["schedule-epochs"].as<int>();
+  o.class_weights = vm["class-weights"].as<std::string>();
+  o.label_smoothing = vm["label-smoothing"].as<double>();
+  return o;
+
+}
+
 int run_train(int argc, char** argv) {
   train::TrainOptions d;
   po::options_description desc("train options");
   desc.add_options()
       ("cache", po::value<std::string>(), "cache directory (hsipipe decode)")
       ("folds", po::value<std::string>(), "folds file of that cache (hsipipe folds)")
-      ("model", po::value<std::string>(), train::model_names(" | ").c_str())
+      ("model", po::value<std::string>(), (train::model_names(" | ") + " (or a TorchScript file: docs/BYO_NETWORK.md)").c_str())
       ("fold", po::value<std::string>()->default_value("all"), "all (the k folds in one job, shard loaded once) or an index I")
       ("out", po::value<std::string>(), "run directory: fold-I/ results, summary.json/md")
       ("epochs", po::value<int>()->default_value(d.epochs), "training epochs per fold")
       ("batch", po::value<std::int64_t>()->default_value(d.batch), "GLOBAL batch size, split over the ranks")
       ("lr", po::value<double>()->default_value(d.lr), "learning rate")
-      ("optimizer", po::value<std::string>()->default_value(d.optimizer), "adam | sgd (momentum 0.9)")
-      ("weight-decay", po::value<double>()->default_value(d.weight_decay), "L2 weight decay")
+      ("optimizer", po::value<std::string>()->default_value(d.optimizer), "adam | adamw (decoupled weight decay) | sgd (momentum 0.9)")
+      ("weight-decay", po::value<double>()->default_value(d.weight_decay), "weight decay (L2 for adam and sgd, decoupled for adamw)")
+      ("schedule", po::value<std::string>()->default_value(d.schedule), "learning rate per epoch: none | step (x0.1 at 1/2 and 3/4 of the horizon) | cosine")
+      ("warmup-epochs", po::value<int>()->default_value(d.warmup_epochs), "linear warm-up of the learning rate over the first N epochs")
+      ("schedule-epochs", po::value<int>()->default_value(d.schedule_epochs),
+       "the schedule's horizon in epochs (0: --epochs); give the first start's value to extend a run with --resume --epochs N")
+      ("class-weights", po::value<std::string>()->default_value(d.class_weights), "none | balanced (inverse class frequency of the fold's training samples)")
+      ("label-smoothing", po::value<double>()->default_value(d.label_smoothing), "cross-entropy label smoothing in [0, 1)")
       ("seed", po::value<std::uint64_t>()->default_value(d.seed), "seed of initialisation, shuffling, augmentation")
       ("device", po::value<std::string>()->default_value(d.device), "auto | cpu | cuda (one GPU per rank: local rank)")
       ("backend", po::value<std::string>()->default_value(d.backend), "auto | nccl | mpi (auto: nccl on cuda when built with NCCL)")
@@ -56,30 +97,7 @@ int run_train(int argc, char** argv) {
   for (const char* req : {"cache", "folds", "model", "out"}) {
     if (!vm.count(req)) throw ConfigError(std::string("hsipipe train: --") + req + " is required");
   }
-  train::TrainOptions o;
-  o.cache = vm["cache"].as<std::string>();
-  o.folds = vm["folds"].as<std::string>();
-  o.model = vm["model"].as<std::string>();
-  o.out = vm["out"].as<std::string>();
-  o.fold = vm["fold"].as<std::string>();
-  o.epochs = vm["epochs"].as<int>();
-  o.batch = vm["batch"].as<std::int64_t>();
-  o.lr = vm["lr"].as<double>();
-  o.optimizer = vm["optimizer"].as<std::string>();
-  o.weight_decay = vm["weight-decay"].as<double>();
-  o.seed = vm["seed"].as<std::uint64_t>();
-  o.device = vm["device"].as<std::string>();
-  o.backend = vm["backend"].as<std::string>();
-  o.threads = vm["threads"].as<int>();
-  o.prefetch = vm["prefetch"].as<int>();
-  o.loader = vm["loader"].as<std::string>();
-  o.augment = vm["augment"].as<std::string>();
-  o.deterministic = vm["deterministic"].as<bool>();
-  o.checkpoint_every = vm["checkpoint-every"].as<int>();
-  o.resume = vm["resume"].as<bool>();
-  o.force = vm["force"].as<bool>();
-  o.precision = vm["precision"].as<std::string>();
-  o.log_epochs = !vm["quiet"].as<bool>();
+  const train::TrainOptions o = train_options(vm);
 
   dist::Environment env(&argc, &argv);
   const dist::Comm world(MPI_COMM_WORLD);

@@ -12,6 +12,7 @@
 #include "core/version.hpp"
 #include "train/checkpoint.hpp"
 #include "train/predict.hpp"
+#include "train/models/torchscript.hpp"
 
 namespace hsipipe::train {
 namespace {
@@ -59,6 +60,22 @@ void export_model(const ExportOptions& o, std::ostream& log) {
                {"input", in.patch > 1 ? "[N, bands, patch, patch] float32, band-first patch centred on the pixel"
                                       : "[N, bands] float32 spectrum"},
                {"hsipipe", {{"version", kVersion}, {"commit", kGitCommit}}}};
+  if (r.model == kTorchScriptModel) {
+    // the user's network as TorchScript again, with the fold's trained weights; the record as an extra file
+    meta["format"] = "hsipipe-model";
+    meta["format_version"] = 1;
+    meta["model"] = r.model;
+    meta["bands"] = in.bands;
+    meta["patch"] = in.patch;
+    meta["n_classes"] = in.classes;
+    meta["label_values"] = r.label_values;
+    net->to(torch::kCPU);
+    save_torchscript(*net, o.out, meta.dump(2));
+    if (!o.quiet)
+      log << "hsipipe export: the TorchScript network of fold " << o.fold << " (" << in.bands << " bands, patch " << in.patch << ", "
+          << in.classes << " classes) -> " << o.out << " (torch.jit.load it; its record is the extra file hsipipe.json)\n";
+    return;
+  }
   c10::impl::GenericList labels(c10::IntType::get());
   for (auto v : r.label_values) labels.push_back(static_cast<std::int64_t>(v));
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());

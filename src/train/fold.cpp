@@ -18,6 +18,7 @@
 #include "folds/rng.hpp"
 #include "train/resources.hpp"
 #include "train/run.hpp"
+#include "train/schedule.hpp"
 
 namespace hsipipe::train::detail {
 
@@ -127,6 +128,19 @@ void FoldRun::check_resumable(const CheckpointState& st) const {
   want.erase("epochs");
   nlohmann::json have = st.config;
   have.erase("epochs");
+  if (have.value("model_sha256", "") != want.value("model_sha256", "") && have.value("model", "") == want.value("model", ""))
+    throw ConfigError("--resume: " + ckpt_path_ + " was trained with the TorchScript file of SHA-256 " + have.value("model_sha256", "") +
+                      ", but --model " + opt.model + " has SHA-256 " + want.value("model_sha256", "") + ": resume with the same network file");
+  for (const char* key : {"schedule", "schedule_epochs", "warmup_epochs", "class_weights", "label_smoothing", "optimizer"})
+    if (have.value(key, nlohmann::json()) != want.value(key, nlohmann::json())) {
+      std::string opt_name = key;
+      std::replace(opt_name.begin(), opt_name.end(), '_', '-');
+      throw ConfigError("--resume: " + ckpt_path_ + " was trained with --" + opt_name + " " + have.value(key, nlohmann::json()).dump() +
+                        ", this run asks for " + want.value(key, nlohmann::json()).dump() +
+                        (std::string(key) == "schedule_epochs" ? " (the schedule's horizon: give --schedule-epochs " +
+                                                                     have.value(key, nlohmann::json()).dump() + " to extend the run under its schedule)"
+                                                               : std::string()));
+    }
   if (have != want) throw ConfigError("--resume: " + ckpt_path_ + " was trained with other options: " + st.config.dump() + " vs " + opt.identity().dump());
   // the data it was trained on: another cache, or a folds file made again, would continue on other samples
   const char* names[] = {"data_checksum", "folds_fingerprint", "n_folds"};
@@ -190,11 +204,15 @@ void FoldRun::build_model() {
   model_->train();
   if (opt.optimizer == "adam") {
     optim_ = std::make_unique<torch::optim::Adam>(model_->parameters(), torch::optim::AdamOptions(opt.lr).weight_decay(opt.weight_decay));
+  } else if (opt.optimizer == "adamw") {
+    optim_ = std::make_unique<torch::optim::AdamW>(model_->parameters(), torch::optim::AdamWOptions(opt.lr).weight_decay(opt.weight_decay));
   } else {
     optim_ = std::make_unique<torch::optim::SGD>(model_->parameters(),
                                                  torch::optim::SGDOptions(opt.lr).momentum(0.9).weight_decay(opt.weight_decay));
   }
   sync_ = std::make_unique<GradSync>(model_->parameters(), *job_.comm);
+  buffer_sync_ = std::make_unique<BufferSync>(model_->buffers(), *job_.comm);
+  set_loss_options();
   if (resume_state_) return load_resume_state();
   collective_step(job_.world, "starting " + fdir_, [&] {
     if (!job_.root) return;
@@ -202,6 +220,28 @@ void FoldRun::build_model() {
     fs::write_text_atomic(fdir_ + "/epochs.jsonl", "");
     write_preprocessing(job_);
   });
+}
+
+/// COLLECTIVE (with --class-weights balanced): the fold's per-class training counts summed over the ranks, so
+/// every rank weighs the classes alike; and the label smoothing.
+void FoldRun::set_loss_options() {
+  loss_.label_smoothing = job_.opt.label_smoothing;
+  if (job_.opt.class_weights != "balanced") return;
+  std::vector<std::uint64_t> mine(static_cast<std::size_t>(job_.classes_n()), 0);
+  for (auto id : train_ids_) ++mine[static_cast<std::size_t>(job_.class_of[id - job_.range.begin])];
+  const std::vector<std::uint64_t> all = job_.world.allgatherv(mine);
+  std::vector<std::uint64_t> counts(mine.size(), 0);
+  for (std::size_t i = 0; i < all.size(); ++i) counts[i % mine.size()] += all[i];
+  const std::vector<double> w = balanced_class_weights(counts);
+  loss_.class_weights = torch::tensor(std::vector<float>(w.begin(), w.end()), torch::kFloat32).to(job_.device);
+}
+
+/// The learning rate of `epoch` (train/schedule.hpp) into every parameter group; returns it.
+double FoldRun::set_epoch_lr(int epoch) {
+  const auto& opt = job_.opt;
+  const double lr = scheduled_lr(opt.schedule, opt.lr, opt.warmup_epochs, opt.schedule_epochs, epoch);
+  for (auto& g : optim_->param_groups()) g.options().set_lr(lr);
+  return lr;
 }
 
 void FoldRun::load_resume_state() {
@@ -270,6 +310,7 @@ bool FoldRun::train_epoch(int epoch, EpochSums& sums, Timing& t) {
   const auto& opt = job_.opt;
   const bool resumed_epoch = epoch == start_epoch_ && start_step_ > 0;
   const std::int64_t first = resumed_epoch ? start_step_ : 0;
+  epoch_lr_ = set_epoch_lr(epoch);
   if (resumed_epoch && job_.root) t = part_time_;
   reset_peak_rss();
   cuda_reset_peak_memory(job_.device.is_cuda() ? job_.device.index() : -1);
@@ -292,7 +333,8 @@ bool FoldRun::train_epoch(int epoch, EpochSums& sums, Timing& t) {
     auto b = job_.batches->next();
     if (!b) throw Error("loader ended before step " + std::to_string(step) + " of " + std::to_string(steps_));
     clock.mark(Phase::data);
-    StepResult r = train_step(*model_, *optim_, *sync_, b->x, b->y, G_, job_.precision, &clock);
+    StepResult r = train_step(*model_, *optim_, *sync_, b->x, b->y, G_, job_.precision, &clock, &loss_);
+    buffer_sync_->average();
     acc_loss += r.loss_sum.to(torch::kFloat64);
     acc_correct += r.correct;
     acc_count += static_cast<std::int64_t>(b->size);
@@ -413,6 +455,7 @@ nlohmann::json FoldRun::epoch_record(int epoch, const EpochSums& sums, const Tim
       {"fold", f_},
       {"epoch", epoch + 1},
       {"epochs", job_.opt.epochs},
+      {"lr", epoch_lr_},
       {"steps", steps_},
       {"global_batch", G_},
       {"samples", sums.count},

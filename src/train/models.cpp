@@ -8,6 +8,7 @@
 #include <torch/version.h>
 
 #include "core/error.hpp"
+#include "train/models/torchscript.hpp"
 
 namespace hsipipe::train {
 
@@ -49,11 +50,19 @@ std::string model_names(const std::string& sep, const std::string& last) {
 const ModelInfo& model_info(const std::string& name) {
   for (const auto& m : model_registry())
     if (m.name == name) return m;
-  throw ConfigError("--model: unknown model '" + name + "' (expected one of " + model_names(", ") + ")");
+  // a user's TorchScript network (train/models/torchscript.hpp): every layout, the whole patch; what it
+  // accepts is found by a forward pass (check_torchscript), not by these bounds
+  static const ModelInfo scripted{kTorchScriptModel, {Layout::pixel, Layout::patch, Layout::cube}, true, 1, 1 << 20, 1,
+                                  "a TorchScript network (--model PATH, torch.jit.script(net).save(PATH)): forward [N, B] or "
+                                  "[N, B, p, p] -> logits [N, C] (docs/BYO_NETWORK.md)"};
+  if (name == kTorchScriptModel || names_model_file(name)) return scripted;
+  throw ConfigError("--model: unknown model '" + name + "' (expected one of " + model_names(", ") +
+                    ", or a TorchScript file saved with torch.jit.script(net).save(PATH))");
 }
 
 void check_model_fits(const std::string& name, Layout layout, int patch, int bands) {
   const ModelInfo& m = model_info(name);
+  if (m.name == kTorchScriptModel) return;  // check_torchscript runs the network on the cache's shape instead
   const std::string who = "model " + name;
   bool layout_ok = false;
   for (auto l : m.layouts) layout_ok |= (l == layout);
@@ -464,6 +473,7 @@ class HybridSN final : public SpatialModel {
 std::shared_ptr<Model> make_model(const std::string& name, int bands, int patch, int n_classes,
                                   std::optional<std::uint64_t> seed) {
   const ModelInfo& info = model_info(name);
+  if (info.name == kTorchScriptModel) return load_torchscript(name);  // the file's weights: no seed applies
   if (n_classes < 2) throw ConfigError("model " + name + ": needs at least 2 classes, got " + std::to_string(n_classes));
   check_model_fits(name, info.spatial ? Layout::patch : (patch == 1 ? Layout::pixel : Layout::patch), patch, bands);
   if (seed) torch::manual_seed(*seed);

@@ -64,6 +64,7 @@ struct RunSpec {
   nlohmann::json manifest;
   std::vector<double> wavelengths;
   std::string model, precision;
+  std::string model_sha256;  ///< a TorchScript network's (RUN/model.pt); empty for a built-in one
   std::vector<int> folds;
   std::vector<std::string> checkpoints;
   std::vector<std::int32_t> label_values;  ///< class index -> label value
@@ -74,6 +75,9 @@ struct RunSpec {
 /// Rank-local. The run's folds `fold` (or all k with `ensemble`). ConfigError: not a run, no such fold, no
 /// checkpoint; FormatError: an unfinished or damaged checkpoint, a missing preprocessing record; StaleError:
 /// a checkpoint of another cache.
+/// RUN/model.pt, the run's copy of its TorchScript network, checked against r.model_sha256 (FormatError naming
+/// the file when it is missing or was replaced).
+std::string scripted_model_path(const RunSpec& r, const std::string& run);
 RunSpec read_run(const std::string& run, int fold, bool ensemble);
 
 /// What the run's model takes: bands after the cache's band selection / PCA, patch side (1 for a spectral

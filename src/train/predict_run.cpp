@@ -13,6 +13,7 @@
 #include "core/seal.hpp"
 #include "train/checkpoint.hpp"
 #include "train/models.hpp"
+#include "train/models/torchscript.hpp"
 #include "train/predict.hpp"
 #include "train/run.hpp"
 
@@ -35,7 +36,7 @@ std::uint16_t map_nodata(const std::vector<std::int32_t>& label_values) {
 
 json RunSpec::to_json() const {
   return {{"manifest", manifest}, {"wavelengths", wavelengths}, {"model", model}, {"precision", precision},
-          {"folds", folds}, {"checkpoints", checkpoints}, {"label_values", label_values}};
+          {"model_sha256", model_sha256}, {"folds", folds}, {"checkpoints", checkpoints}, {"label_values", label_values}};
 }
 
 RunSpec RunSpec::from_json(const json& j) {
@@ -44,6 +45,7 @@ RunSpec RunSpec::from_json(const json& j) {
   r.wavelengths = j.at("wavelengths").get<std::vector<double>>();
   r.model = j.at("model").get<std::string>();
   r.precision = j.at("precision").get<std::string>();
+  r.model_sha256 = j.value("model_sha256", "");
   r.folds = j.at("folds").get<std::vector<int>>();
   r.checkpoints = j.at("checkpoints").get<std::vector<std::string>>();
   r.label_values = j.at("label_values").get<std::vector<std::int32_t>>();
@@ -60,9 +62,20 @@ ModelInput model_input(const RunSpec& r, const std::string& run) {
   return in;
 }
 
+std::string scripted_model_path(const RunSpec& r, const std::string& run) {
+  const std::string path = run + "/model.pt";
+  if (!stdfs::exists(path))
+    throw FormatError(path, "file", "missing: the run's TorchScript network (train --model FILE keeps a copy there)");
+  const std::string have = model_file_sha256(path);
+  if (have != r.model_sha256)
+    throw FormatError(path, "sha256", have + ", but the run's checkpoints were trained with the network of SHA-256 " + r.model_sha256 +
+                                          " (meta.config.model_sha256): the file was replaced");
+  return path;
+}
+
 std::shared_ptr<Model> load_fold_model(const RunSpec& r, std::size_t i, const std::string& run) {
   const ModelInput in = model_input(r, run);
-  auto net = make_model(r.model, in.bands, in.patch, in.classes);
+  auto net = make_model(r.model == kTorchScriptModel ? scripted_model_path(r, run) : r.model, in.bands, in.patch, in.classes);
   load_final_weights(r.checkpoints.at(i), *net);
   net->eval();
   return net;
@@ -139,6 +152,7 @@ void choose_checkpoints(const PredictOptions& o, int k, const std::string& check
     if (!r.model.empty() && model != r.model)
       throw FormatError(p, "meta.config.model", model + ", but fold " + std::to_string(r.folds[0]) + " is a " + r.model + ": not one run");
     r.model = model;
+    r.model_sha256 = st.config.value("model_sha256", "");
     r.precision = st.config.value("precision", "fp32");
     r.checkpoints.push_back(p);
   }

@@ -75,7 +75,7 @@ struct RunLock {
 struct Job {
   Job(const TrainOptions& o, const dist::Comm& w, std::ostream& l)
       : opt(o), world(w), log(l), rank(w.rank()), R(w.size()), root(rank == 0) {}
-  const TrainOptions& opt;
+  TrainOptions opt;  ///< the options, with what set_up resolves (model_sha256, schedule_epochs)
   const dist::Comm& world;
   const dist::Comm* local = nullptr;  ///< the ranks of this node
   std::ostream& log;
@@ -144,6 +144,8 @@ class FoldRun {
   void split_ids();
   void build_model();
   void load_resume_state();
+  void set_loss_options();
+  double set_epoch_lr(int epoch);
   void save(int epoch, std::int64_t step, bool finished, const EpochSums& part, const Timing& t);
   bool train_epoch(int epoch, EpochSums& sums, Timing& t);  ///< false: preempted (checkpoint written)
   Validation validate();
@@ -163,6 +165,9 @@ class FoldRun {
   std::shared_ptr<Model> model_;
   std::unique_ptr<torch::optim::Optimizer> optim_;
   std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<BufferSync> buffer_sync_;  ///< BatchNorm statistics alike on every rank (step.hpp)
+  LossOptions loss_;
+  double epoch_lr_ = 0;  ///< the learning rate of the epoch being trained (epochs.jsonl "lr")  ///< class weights (--class-weights) and label smoothing of this fold
   int start_epoch_ = 0;
   std::int64_t start_step_ = 0;
   nlohmann::json history_ = nlohmann::json::array();

@@ -130,6 +130,40 @@ void GradSync::allreduce() {
   }
 }
 
+BufferSync::BufferSync(std::vector<torch::Tensor> buffers, dist::Communicator& comm) : comm_(comm) {
+  std::int64_t n = 0;
+  for (auto& b : buffers)
+    if (b.defined() && b.numel() > 0) {
+      n += b.numel();
+      buffers_.push_back(b);
+    }
+  if (buffers_.empty() || comm_.size() == 1) {
+    buffers_.clear();
+    return;
+  }
+  const bool host = comm_.memory() == dist::Memory::host;
+  flat_ = torch::empty({n}, torch::TensorOptions().dtype(torch::kFloat64).device(host ? torch::kCPU : buffers_.front().device()));
+}
+
+void BufferSync::average() {
+  if (buffers_.empty()) return;
+  torch::NoGradGuard ng;
+  std::int64_t off = 0;
+  for (auto& b : buffers_) {
+    flat_.narrow(0, off, b.numel()).copy_(b.reshape({b.numel()}));
+    off += b.numel();
+  }
+  comm_.allreduce_sum(flat_.data_ptr<double>(), static_cast<std::size_t>(flat_.numel()));
+  flat_.div_(static_cast<double>(comm_.size()));
+  off = 0;
+  for (auto& b : buffers_) {
+    auto src = flat_.narrow(0, off, b.numel()).view(b.sizes());
+    if (b.is_floating_point()) b.copy_(src);
+    else b.copy_(src.floor());
+    off += b.numel();
+  }
+}
+
 Precision precision_from_name(const std::string& s) {
   if (s == "fp32") return Precision::fp32;
   if (s == "bf16") return Precision::bf16;
@@ -191,7 +225,8 @@ AutocastScope::~AutocastScope() {
 }
 
 StepResult train_step(Model& model, torch::optim::Optimizer& opt, GradSync& sync, const torch::Tensor& x,
-                      const torch::Tensor& y, std::int64_t global_batch, Precision precision, PhaseClock* clock) {
+                      const torch::Tensor& y, std::int64_t global_batch, Precision precision, PhaseClock* clock,
+                      const LossOptions* loss) {
   StepResult r;
   double t0 = now_s();
   opt.zero_grad();
@@ -203,8 +238,12 @@ StepResult train_step(Model& model, torch::optim::Optimizer& opt, GradSync& sync
       logits = model.forward(x);
     }
     logits = logits.to(torch::kFloat32);  // loss in fp32
-    auto loss_sum = torch::nn::functional::cross_entropy(
-        logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    auto ce = torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum);
+    if (loss) {
+      if (loss->class_weights.defined()) ce.weight(loss->class_weights);
+      ce.label_smoothing(loss->label_smoothing);
+    }
+    auto loss_sum = torch::nn::functional::cross_entropy(logits, y, ce);
     (loss_sum / static_cast<double>(global_batch)).backward();
     r.loss_sum = loss_sum.detach();
     r.correct = logits.detach().argmax(1).eq(y).sum();

@@ -54,6 +54,24 @@ class GradSync {
   std::vector<Bucket> buckets_;
 };
 
+/// Keeps a model's buffers (BatchNorm's running mean and variance, its batch counter) the same on every rank:
+/// each rank's forward updates them from its local batch (as PyTorch DDP without SyncBatchNorm), and average()
+/// then replaces them by their mean over the ranks (integer buffers: the mean rounded down), in one allreduce
+/// of float64 values. So the checkpoint rank 0 writes holds every rank's buffers, validation on any rank uses
+/// the same statistics, and a resumed run continues exactly. A model without buffers costs nothing.
+/// COLLECTIVE (average()).
+class BufferSync {
+ public:
+  BufferSync(std::vector<torch::Tensor> buffers, dist::Communicator& comm);
+  void average();
+  bool empty() const noexcept { return buffers_.empty(); }
+
+ private:
+  std::vector<torch::Tensor> buffers_;
+  dist::Communicator& comm_;
+  torch::Tensor flat_;  ///< float64, on the buffers' device, or on the host when the communicator wants it
+};
+
 enum class Precision { fp32, bf16 };
 Precision precision_from_name(const std::string& s);  ///< throws ConfigError naming --precision
 std::string precision_name(Precision p);
@@ -80,12 +98,21 @@ struct StepResult {
   double compute_s = 0, comm_s = 0;
 };
 
+/// The loss's recipe: per-class weights (float32 [C] on the parameters' device; undefined: all 1) and label
+/// smoothing. The loss stays a sum over the batch divided by the global batch, so R ranks still equal one
+/// process: sum_i w_{y_i} l_i / G (PyTorch's weighted "mean" would divide by sum_i w_{y_i} instead).
+struct LossOptions {
+  torch::Tensor class_weights;
+  double label_smoothing = 0.0;
+};
+
 /// One step: zero grads, forward (autocast if bf16), loss = sum CE / global_batch, backward,
 /// GradSync::allreduce (COLLECTIVE), optimizer step. x/y may hold zero samples (the rank then
 /// contributes zero gradients but still takes part in the reduction). With a `clock`, the step marks
 /// its phases there (compute, comm, compute) and compute_s/comm_s stay 0; without one they are host
 /// intervals. Nothing here waits for the device.
 StepResult train_step(Model& model, torch::optim::Optimizer& opt, GradSync& sync, const torch::Tensor& x,
-                      const torch::Tensor& y, std::int64_t global_batch, Precision precision, PhaseClock* clock = nullptr);
+                      const torch::Tensor& y, std::int64_t global_batch, Precision precision, PhaseClock* clock = nullptr,
+                      const LossOptions* loss = nullptr);
 
 }  // namespace hsipipe::train

@@ -24,6 +24,8 @@
 #include "train/resident.hpp"
 #include "train/resources.hpp"
 #include "train/run.hpp"
+#include "train/schedule.hpp"
+#include "train/models/torchscript.hpp"
 
 namespace hsipipe::train {
 
@@ -78,7 +80,13 @@ void check_options(const TrainOptions& opt) {
     throw ConfigError("--prefetch " + std::to_string(opt.prefetch) + ": expected 1 .. " + std::to_string(kMaxPrefetch) + " batches per rank");
   if (!(opt.lr > 0) || !std::isfinite(opt.lr)) throw ConfigError("--lr must be a positive finite number");
   if (!(opt.weight_decay >= 0) || !std::isfinite(opt.weight_decay)) throw ConfigError("--weight-decay must be a finite number >= 0");
-  if (opt.optimizer != "adam" && opt.optimizer != "sgd") throw ConfigError("--optimizer: unknown '" + opt.optimizer + "' (expected adam or sgd)");
+  if (opt.optimizer != "adam" && opt.optimizer != "adamw" && opt.optimizer != "sgd")
+    throw ConfigError("--optimizer: unknown '" + opt.optimizer + "' (expected adam, adamw or sgd)");
+  check_schedule_options(opt);
+  if (opt.class_weights != "none" && opt.class_weights != "balanced")
+    throw ConfigError("--class-weights: unknown '" + opt.class_weights + "' (expected none or balanced)");
+  if (!(opt.label_smoothing >= 0 && opt.label_smoothing < 1))
+    throw ConfigError("--label-smoothing " + std::to_string(opt.label_smoothing) + ": expected a number in [0, 1)");
   if (opt.checkpoint_every < 0) throw ConfigError("--checkpoint-every must be >= 0");
   if (opt.loader != "auto" && opt.loader != "ring" && opt.loader != "resident") {
     throw ConfigError("--loader: unknown value '" + opt.loader + "' (expected auto, ring or resident)");
@@ -129,6 +137,7 @@ void choose_model_and_folds(Job& job) {
   else values = job.folds.classes;
   job.classes = ClassIndex(values);
   if (job.classes.size() < 2) throw ConfigError("cache " + opt.cache + ": fewer than 2 classes (manifest label_values)");
+  if (!opt.model_sha256.empty()) check_torchscript(opt.model, job.bands, job.patch, job.classes.size());
 
   if (opt.fold == "all") {
     for (int f = 0; f < job.folds.k; ++f) job.fold_list.push_back(f);
@@ -159,6 +168,17 @@ void require_validation(const Job& job) {
   }
 }
 
+/// Rank 0: a TorchScript network's file goes into the run as RUN/model.pt (atomically), so that predict and
+/// export rebuild the network from the run alone; one already there holds the same bytes (the run identity
+/// compared their SHA-256) or is replaced with the whole run (--force).
+void keep_model_file(const Job& job) {
+  if (job.opt.model_sha256.empty()) return;
+  const std::string dst = job.opt.out + "/model.pt";
+  std::error_code ec;
+  if (std::filesystem::exists(dst, ec) && model_file_sha256(dst) == job.opt.model_sha256) return;
+  fs::write_text_atomic(dst, fs::read_text(job.opt.model, std::uint64_t{1} << 34));
+}
+
 /// Rank 0: RUN is no cache's folder (train --out CACHE put a run inside the cache, which stage then copied); the
 /// folds this job trains are locked (RUN/fold-I.lock, naming the holder: a second train --resume or --force into a
 /// fold that a live train writes is refused, where it once appended duplicate epochs); and a run that exists was
@@ -175,7 +195,7 @@ void claim_run_dir(Job& job) {
         lock, cache::LockFile::Mode::build, "another hsipipe train is training fold " + std::to_string(f) + " of this run now"));
   }
   const std::string path = opt.out + "/preprocessing.json";
-  if (!std::filesystem::exists(path)) return;
+  if (!std::filesystem::exists(path)) return keep_model_file(job);
   const std::string text = fs::read_text(path);
   check_seal(text, "record_xxh3", path);
   nlohmann::json have;
@@ -184,12 +204,12 @@ void claim_run_dir(Job& job) {
   } catch (const std::exception& e) {
     throw FormatError(path, "json", e.what());
   }
-  if (!have.contains("run")) return;  // a run of an hsipipe before run identities: its checkpoints are compared one by one
+  if (!have.contains("run")) return keep_model_file(job);  // a run before run identities: checkpoints are compared one by one
   const auto d = identity_difference(job.preprocessing.at("run"), have["run"]);
-  if (!d) return;
+  if (!d) return keep_model_file(job);
   if (opt.force && static_cast<int>(job.fold_list.size()) == job.folds.k) {
     job.log << "--force: every fold of " << opt.out << " is trained again, with this train's options and inputs\n";
-    return;
+    return keep_model_file(job);
   }
   if (d->field.rfind("config.", 0) != 0) {  // the data: another cache or folds file, exit 5 as --resume's check
     const bool folds_file = d->field == "folds_fingerprint" || d->field == "n_folds";
@@ -201,6 +221,7 @@ void claim_run_dir(Job& job) {
   const bool option = d->field.rfind("config.", 0) == 0;
   std::string name = option ? d->field.substr(7) : d->field;
   if (option) std::replace(name.begin(), name.end(), '_', '-');
+  if (name == "model-sha256") name = "model (the TorchScript file's SHA-256)";
   const std::string what = option                            ? "--" + name
                            : d->field == "folds_fingerprint" || d->field == "n_folds" ? "the folds file " + opt.folds + " (" + d->field + ")"
                                                                                       : "the cache " + opt.cache + " (" + d->field + ")";
@@ -244,12 +265,35 @@ std::unique_ptr<BatchSource> make_batches(const Job& job, const LoaderOptions& l
   return std::make_unique<BatchLoader>(*job.shard, job.class_of, lopt);
 }
 
+/// --model FILE: every rank reads the file's SHA-256 (the run identity holds it, not the path) and agrees with
+/// rank 0 (a node whose copy differs would train another network); the schedule's horizon is resolved.
+void resolve_model_file(Job& job) {
+  if (job.opt.schedule != "none" && job.opt.schedule_epochs == 0) job.opt.schedule_epochs = job.opt.epochs;
+  if (!names_model_file(job.opt.model)) {
+    (void)model_info(job.opt.model);  // an unknown name, or a file that is not there
+    return;
+  }
+  job.opt.model_sha256 = model_file_sha256(job.opt.model);
+}
+
+/// COLLECTIVE: the TorchScript file is the same on every rank.
+void check_same_model_file(const Job& job) {
+  if (job.opt.model_sha256.empty() && job.world.size() == 1) return;
+  const std::string root_sha = job.world.bcast_string(job.opt.model_sha256);
+  collective_step(job.world, "comparing --model across ranks", [&] {
+    if (root_sha != job.opt.model_sha256)
+      throw ConfigError("--model " + job.opt.model + ": rank " + std::to_string(job.rank) + " reads a file of SHA-256 " +
+                        job.opt.model_sha256 + ", rank 0 one of " + root_sha + ": every node must see the same network file");
+  });
+}
+
 }  // namespace
 
 void set_up(Job& job) {
   collective_step(job.world, "train set-up", [&] {
     const auto& opt = job.opt;
     check_options(opt);
+    resolve_model_file(job);
     job.precision = precision_from_name(opt.precision);
     job.augment = parse_augment(opt.augment);
     job.device = choose_device(opt.device, *job.local);
@@ -266,6 +310,7 @@ void set_up(Job& job) {
       prepare_run_dir(job);
     }
   });
+  check_same_model_file(job);
   const std::size_t threads = dist::compute_threads(*job.local);  // COLLECTIVE (local)
   if (!std::getenv("OMP_NUM_THREADS")) torch::set_num_threads(static_cast<int>(threads));
   if (job.root && !job.device.is_cuda()) job.log << reference_blas_note();
@@ -380,10 +425,22 @@ void write_summary(Job& job, const nlohmann::json& fold_wall, double setup_s) {
 }  // namespace detail
 
 nlohmann::json TrainOptions::identity() const {
-  return {{"model", model},       {"epochs", epochs},       {"batch", batch},
-          {"lr", lr},             {"optimizer", optimizer}, {"weight_decay", weight_decay},
-          {"seed", seed},         {"augment", augment},     {"deterministic", deterministic},
-          {"precision", precision}};
+  nlohmann::json j = {{"model", model_sha256.empty() ? model : std::string(kTorchScriptModel)},
+                      {"epochs", epochs},       {"batch", batch},
+                      {"lr", lr},               {"optimizer", optimizer}, {"weight_decay", weight_decay},
+                      {"seed", seed},           {"augment", augment},     {"deterministic", deterministic},
+                      {"precision", precision}};
+  // the recipe's options are recorded when they differ from the defaults, so a run trained before they
+  // existed keeps its identity (absent: none, 0)
+  if (!model_sha256.empty()) j["model_sha256"] = model_sha256;
+  if (schedule != "none") {
+    j["schedule"] = schedule;
+    j["schedule_epochs"] = schedule_epochs > 0 ? schedule_epochs : epochs;
+  }
+  if (warmup_epochs > 0) j["warmup_epochs"] = warmup_epochs;
+  if (class_weights != "none") j["class_weights"] = class_weights;
+  if (label_smoothing != 0.0) j["label_smoothing"] = label_smoothing;
+  return j;
 }
 
 int train(const TrainOptions& opt, const dist::Comm& world, std::ostream& log) {

@@ -48,13 +48,24 @@ namespace hsipipe::train {
 inline constexpr int kExitPreempted = 75;
 
 struct TrainOptions {
-  std::string cache, folds, model, out;
+  std::string cache, folds, out;
+  std::string model;               ///< a registry name (train/models.hpp) or a TorchScript file (train/models/torchscript.hpp)
   std::string fold = "all";        ///< "all" or a fold index
   int epochs = 20;
   std::int64_t batch = 64;         ///< global batch (split over ranks in proportion to their training samples)
   double lr = 1e-3;
-  std::string optimizer = "adam";  ///< adam | sgd (momentum 0.9)
+  std::string optimizer = "adam";  ///< adam | adamw (decoupled weight decay) | sgd (momentum 0.9)
   double weight_decay = 0.0;
+  /// The learning rate per epoch (train/schedule.hpp): none | step | cosine, after a linear warm-up of
+  /// warmup_epochs; the decay runs over schedule_epochs (0: --epochs), its own horizon that --resume compares,
+  /// so that `--resume --epochs N` extends a run without changing its schedule.
+  std::string schedule = "none";
+  int warmup_epochs = 0;
+  int schedule_epochs = 0;
+  std::string class_weights = "none";  ///< none | balanced (inverse class frequency of the fold's training samples)
+  double label_smoothing = 0.0;        ///< cross-entropy label smoothing in [0, 1)
+  /// Set by train() when `model` names a TorchScript file: its SHA-256 (the run identity holds it, not the path).
+  std::string model_sha256;
   std::uint64_t seed = 42;
   std::string device = "auto";     ///< auto | cpu | cuda
   std::string backend = "auto";    ///< auto | nccl | mpi
