@@ -15,13 +15,13 @@ namespace {
 
 int run_plan(int argc, char** argv) {
   po::options_description desc("Options");
-  desc.add_options()("model", po::value<std::string>()->required(), train::model_names(", ", " or ").c_str())(
+  desc.add_options()("model", po::value<std::string>()->required(), (train::model_names(", ", " or ") + ", or a TorchScript file").c_str())(
       "bands", po::value<int>()->required(), "spectral bands B of the input (after band removal / PCA)")(
       "patch", po::value<int>()->default_value(1), "patch side p (1: pixel spectra)")(
       "batch", po::value<int>()->required(), "global batch size")(
       "classes", po::value<int>()->default_value(16), "number of classes")(
       "precision", po::value<std::string>()->default_value("fp32"), "fp32 or bf16 (autocast-style, fp32 master weights)")(
-      "optimizer", po::value<std::string>()->default_value("adam"), "adam or sgd")(
+      "optimizer", po::value<std::string>()->default_value("adam"), "adam, adamw or sgd")(
       "momentum", po::value<double>()->default_value(0.9), "sgd momentum (0: no momentum buffer)")(
       "ranks", po::value<int>()->default_value(1), "data-parallel ranks sharing the global batch")(
       "device", po::value<std::string>()->default_value("cuda"),

@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "train/models.hpp"
+#include "train/models/torchscript.hpp"
 
 namespace hsipipe::train {
 
@@ -65,12 +66,25 @@ void validate(const PlanRequest& r) {
   if (r.ranks < 1) throw ConfigError("--ranks: must be >= 1");
   if (r.precision != "fp32" && r.precision != "bf16")
     throw ConfigError("--precision: '" + r.precision + "' (expected fp32 or bf16)");
-  if (r.optimizer != "adam" && r.optimizer != "sgd")
-    throw ConfigError("--optimizer: '" + r.optimizer + "' (expected adam or sgd)");
+  if (r.optimizer != "adam" && r.optimizer != "adamw" && r.optimizer != "sgd")
+    throw ConfigError("--optimizer: '" + r.optimizer + "' (expected adam, adamw or sgd)");
   if (r.device != "cpu" && r.device != "cuda") throw ConfigError("--device: '" + r.device + "' (expected cpu or cuda)");
   if (r.cache_dtype_bytes != 2 && r.cache_dtype_bytes != 4) throw ConfigError("--cache-dtype: expected float16 or float32");
   check_model_fits(r.model, info.spatial ? cache::Layout::patch : (r.patch == 1 ? cache::Layout::pixel : cache::Layout::patch),
                    r.patch, r.bands);
+}
+
+/// A TorchScript network: no trace, so activations and workspace come from one measured CPU step (fp32).
+void measured_activations(const PlanRequest& r, Plan& p) {
+  PlanRequest fp32 = r;
+  fp32.precision = "fp32";
+  const Measured m = measure_cpu_step(fp32, 2);
+  const std::uint64_t counted = p.m_param + p.m_grad + p.m_opt + p.m_input;
+  p.m_act = m.peak_rss_increase > counted ? m.peak_rss_increase - counted : 0;
+  p.m_workspace = 0;
+  p.note = "TorchScript network: no layer trace; activations and workspace (" + format_bytes(p.m_act) +
+           ") are the peak RSS of a measured CPU training step (fp32, batch " + std::to_string(p.batch_per_rank) + ") beyond "
+           "parameters, gradients, optimizer state and the batch" + (m.peak_reset ? "" : " (the peak could not be reset: an upper bound)");
 }
 
 Plan estimate(const PlanRequest& r) {
@@ -93,7 +107,7 @@ Plan estimate(const PlanRequest& r) {
   const std::uint64_t np = static_cast<std::uint64_t>(p.params);
   p.m_param = np * 4;
   p.m_grad = np * 4;
-  p.m_opt = r.optimizer == "adam" ? 2 * 4 * np : (r.momentum != 0 ? 4 * np : 0);
+  p.m_opt = r.optimizer != "sgd" ? 2 * 4 * np : (r.momentum != 0 ? 4 * np : 0);
 
   std::uint64_t act = 0, max_saved = 0, max_conv = 0;
   std::int64_t prev_out = x.numel();
@@ -133,6 +147,7 @@ Plan estimate(const PlanRequest& r) {
   p.m_act = act;
   p.m_input = n * (static_cast<std::uint64_t>(x.numel()) * 4 + 8);
   p.m_workspace = max_saved + max_conv + (bf16 ? 2 * np : 0);
+  if (model_info(r.model).name == kTorchScriptModel) measured_activations(r, p);
   p.m_runtime = r.device == "cuda" ? kCudaRuntimeBytes : 0;
   p.total = p.m_param + p.m_grad + p.m_opt + p.m_act + p.m_input + p.m_workspace + p.m_runtime;
 
@@ -247,6 +262,7 @@ json to_json(const Plan& p) {
   for (const auto& l : p.levers) levers.push_back({{"lever", l.lever}, {"change", l.change}, {"total_bytes", l.total}, {"fits", l.fits}});
   const auto& r = p.req;
   return json{{"model", r.model},
+              {"note", p.note},
               {"bands", r.bands},
               {"patch", r.patch},
               {"batch", r.batch},
@@ -280,6 +296,7 @@ std::string plan_text(const Plan& p) {
   o << "Plan: " << r.model << ", bands " << r.bands << ", patch " << r.patch << ", global batch " << r.batch << " on "
     << r.ranks << " rank(s) (" << p.batch_per_rank << " per rank), " << r.precision << ", " << r.optimizer << ", "
     << r.classes << " classes\n\n";
+  if (!p.note.empty()) o << "note: " << p.note << "\n\n";
   o << std::left << std::setw(10) << "layer" << std::setw(10) << "kind" << std::setw(28) << "output" << std::right
     << std::setw(12) << "params" << std::setw(14) << "activations" << std::setw(14) << "workspace" << "\n";
   for (const auto& l : p.layers) {
@@ -364,7 +381,7 @@ Measured measure_cpu_step(const PlanRequest& req, int steps) {
     auto model = make_model(req.model, req.bands, req.patch, req.classes, 1);
     model->train();
     std::unique_ptr<torch::optim::Optimizer> opt;
-    if (req.optimizer == "adam") opt = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
+    if (req.optimizer != "sgd") opt = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
     else opt = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(1e-2).momentum(req.momentum));
     auto x = req.patch == 1 ? torch::randn({n, req.bands}) : torch::randn({n, req.bands, req.patch, req.patch});
     auto y = torch::randint(0, req.classes, {n}, torch::kLong);

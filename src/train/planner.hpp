@@ -27,6 +27,9 @@
 //              run of 2026-12-04 (PyTorch 2.11): hu1d fp32, batch 256, measured 76 MiB peak allocated
 //              where the terms above give 16 MiB; the larger models' plans were within 4% before it.
 //              docs/BENCHMARKS.md's GPU section compares plan and measurement for every model.
+// A TorchScript network (--model FILE, train/models/torchscript.hpp) records no trace: its parameters, gradients
+// and optimizer state are counted as above, and M_act + M_workspace is the peak RSS of one measured CPU training
+// step (fp32, the per-rank batch) beyond those; the plan says so (Plan::note).
 // The estimate is the steady-state upper bound (optimizer state already allocated during the
 // activation peak, i.e. the second and later steps). Everything here is rank-local.
 #include <cstdint>
@@ -81,6 +84,9 @@ struct Plan {
   std::uint64_t m_param = 0, m_grad = 0, m_opt = 0, m_act = 0, m_input = 0, m_workspace = 0, m_runtime = 0, total = 0;
   std::vector<CacheEstimate> caches;  ///< empty unless rows, cols and samples were given
   std::vector<Lever> levers;          ///< empty unless a budget was given and the total exceeds it
+  /// How the estimate was made when not by the layer trace: a TorchScript network (--model FILE) has no trace,
+  /// so its activations and workspace are one measured CPU training step (fp32) at the per-rank batch.
+  std::string note;
 };
 
 /// Validates the request (ConfigError naming the option) and estimates. With a budget that the
