@@ -70,6 +70,9 @@ struct SceneInput {
   std::string name;
   io::SceneSpec scene;
   std::optional<io::SceneSpec> labels;
+  /// Where the scene was given, appended to any error opening it: " (scene list FILE line N)"; empty for
+  /// --scene and [scene.NAME].
+  std::string origin;
 };
 
 struct DecodeOptions {

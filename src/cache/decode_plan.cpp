@@ -71,6 +71,33 @@ void DecodePlan::validate_options() {
 
 void DecodePlan::open_scenes() {
   for (const auto& in : opts.scenes) {
+    try {
+      open_scene(in);
+    } catch (...) {
+      if (in.origin.empty()) throw;
+      rethrow_with_context(in.origin);
+    }
+  }
+  src_bands = static_cast<int>(scenes[0].scene->bands());
+  const auto& wl0 = scenes[0].scene->band_info().wavelengths;
+  for (const auto& s : scenes) {
+    if (static_cast<int>(s.scene->bands()) != src_bands)
+      throw ConfigError("scenes have different band counts: '" + scenes[0].input.name + "' (" + scenes[0].input.scene.str() +
+                        ") has " + std::to_string(src_bands) + ", '" + s.input.name + "' (" + s.input.scene.str() +
+                        ") has " + std::to_string(s.scene->bands()) + s.input.origin);
+    // one cache holds one band set: scenes that state their wavelengths must state the same ones
+    const auto& wl = s.scene->band_info().wavelengths;
+    if (!wl0.empty() && !wl.empty())
+      for (std::size_t b = 0; b < wl.size() && b < wl0.size(); ++b)
+        if (std::fabs(wl[b] - wl0[b]) > 1e-6 * std::max(1.0, std::fabs(wl0[b])))
+          throw ConfigError("scenes have different wavelengths: band " + std::to_string(b + 1) + " is " + std::to_string(wl0[b]) + " in '" +
+                            scenes[0].input.name + "' (" + scenes[0].input.scene.str() + ") but " + std::to_string(wl[b]) + " in '" +
+                            s.input.name + "' (" + s.input.scene.str() + ")" + s.input.origin);
+  }
+}
+
+void DecodePlan::open_scene(const SceneInput& in) {
+  {
     SceneState st;
     st.input = in;
     st.input.scene.role = io::SceneSpec::Role::scene;  // a 2-D MATLAB matrix without its image size is refused
@@ -92,12 +119,6 @@ void DecodePlan::open_scenes() {
     }
     scenes.push_back(std::move(st));
   }
-  src_bands = static_cast<int>(scenes[0].scene->bands());
-  for (const auto& s : scenes)
-    if (static_cast<int>(s.scene->bands()) != src_bands)
-      throw ConfigError("scenes have different band counts: '" + scenes[0].input.name + "' (" + scenes[0].input.scene.str() +
-                        ") has " + std::to_string(src_bands) + ", '" + s.input.name + "' (" + s.input.scene.str() +
-                        ") has " + std::to_string(s.scene->bands()));
 }
 
 void DecodePlan::choose_bands() {

@@ -107,6 +107,7 @@ class DecodePlan {
  private:
   void validate_options();
   void open_scenes();
+  void open_scene(const SceneInput& in);  ///< one scene and its labels, appended to scenes
   void choose_bands();
   std::uint64_t count_samples() const;
   void check_label(const SceneState& st, std::size_t i) const;

@@ -28,7 +28,8 @@ std::uint64_t print_sizes(const DecodePlan& plan) {
   const std::uint64_t pp = static_cast<std::uint64_t>(plan.p) * static_cast<std::uint64_t>(plan.p);
   const std::uint64_t sz_pixel = N * OB * es, sz_patch = N * OB * pp * es, sz_cube = cube * OB * es;
   const std::uint64_t need = opts.layout == Layout::pixel ? sz_pixel : opts.layout == Layout::patch ? sz_patch : sz_cube;
-  std::cout << "decode: " << N << " samples x " << OB << " bands (" << dtype_name(opts.dtype) << "); size by layout: pixel "
+  std::cout << "decode: " << plan.scenes.size() << (plan.scenes.size() == 1 ? " scene, " : " scenes, ") << N << " samples x " << OB
+            << " bands (" << dtype_name(opts.dtype) << "); size by layout: pixel "
             << human_bytes(static_cast<double>(sz_pixel)) << ", patch " << plan.p << "x" << plan.p << " "
             << human_bytes(static_cast<double>(sz_patch)) << ", cube " << human_bytes(static_cast<double>(sz_cube))
             << "; building " << layout_name(opts.layout) << " (" << human_bytes(static_cast<double>(need)) << ")\n";

@@ -88,7 +88,13 @@ void apply_config(const std::string& path, const std::string& command, const po:
     const std::string section = key.substr(0, dot);
     const auto last_dot = key.rfind('.');
     if (key.rfind(own, 0) == 0 && last_dot == own.size() - 1) {
-      const std::string name = key.substr(own.size());
+      std::string name = key.substr(own.size());
+      // an INI key may spell the option's '-' as '_' (scene_list = for --scene-list)
+      if (!desc.find_nothrow(name, false) && name.find('_') != std::string::npos) {
+        std::string dashed = name;
+        std::replace(dashed.begin(), dashed.end(), '_', '-');
+        if (desc.find_nothrow(dashed, false)) name = dashed;
+      }
       if (!desc.find_nothrow(name, false)) {
         throw ConfigError(path + ": section [" + command + "]: unknown option '" + name + "'");
       }

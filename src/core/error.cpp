@@ -16,6 +16,30 @@ IoError::IoError(const std::string& path, const std::string& op, int err)
 
 IoError::IoError(const std::string& path, const std::string& what) : Error(path + ": " + what) {}
 
+void rethrow_with_context(const std::string& context) {
+  try {
+    throw;
+  } catch (const FormatError& e) {
+    const std::string prefix = e.file() + ": field '" + e.field() + "': ", what = e.what();
+    throw FormatError(e.file(), e.field(), (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what) + context);
+  } catch (const ConfigError& e) {
+    throw ConfigError(e.what() + context);
+  } catch (const IoError& e) {
+    const std::string w = e.what();  // "PATH: what"
+    const auto colon = w.find(": ");
+    if (colon == std::string::npos) throw IoError(w, context);
+    throw IoError(w.substr(0, colon), w.substr(colon + 2) + context);
+  } catch (const StaleError& e) {
+    throw StaleError(e.what() + context);
+  } catch (const MpiError& e) {
+    throw MpiError(e.what() + context);
+  } catch (const H5Error& e) {
+    throw H5Error(e.what() + context);
+  } catch (const Error& e) {
+    throw Error(e.what() + context);
+  }
+}
+
 namespace {
 /// Length of the valid UTF-8 sequence at s[i] (1-4), or 0.
 std::size_t utf8_length(const std::string& s, std::size_t i) {

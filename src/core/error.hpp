@@ -61,6 +61,11 @@ void print_error_line(const std::string& line) noexcept;
 /// binary bytes quoted in a message reach the terminal as text (print_error_line applies it).
 std::string printable(const std::string& text);
 
+/// Inside a catch block: throws the exception being handled again, of the same hsipipe type (so the same exit
+/// code), with `context` appended to its message ("... (scene list campaign.txt line 12)"); a std::bad_alloc
+/// and other exceptions are rethrown as they are.
+[[noreturn]] void rethrow_with_context(const std::string& context);
+
 /// std::filesystem's error (create_directories, rename, ...) as an IoError naming the path first:
 /// "PATH: cannot create directories: Not a directory".
 IoError io_error_from(const std::filesystem::filesystem_error& e);
