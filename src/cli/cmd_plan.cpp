@@ -14,7 +14,7 @@ namespace {
 
 int run_plan(int argc, char** argv) {
   po::options_description desc("Options");
-  desc.add_options()("model", po::value<std::string>()->required(), "hu1d, li3d, hamida3d, hybridsn or mlp")(
+  desc.add_options()("model", po::value<std::string>()->required(), "hu1d, li3d, hamida3d, hybridsn, mlp or ssftt")(
       "bands", po::value<int>()->required(), "spectral bands B of the input (after band removal / PCA)")(
       "patch", po::value<int>()->default_value(1), "patch side p (1: pixel spectra)")(
       "batch", po::value<int>()->required(), "global batch size")(

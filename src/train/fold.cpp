@@ -41,6 +41,31 @@ std::uint64_t parameter_hash(torch::nn::Module& m) {
   return h.digest();
 }
 
+/// COLLECTIVE. Replaces every floating buffer (batch-norm running mean and variance) by its mean over the
+/// ranks: each replica's statistics saw only its own batches, the checkpoint and the validation need one model.
+template <class C>
+void average_buffers(torch::nn::Module& m, C& world) {
+  std::vector<torch::Tensor> bufs;
+  std::int64_t total = 0;
+  for (const auto& b : m.buffers())
+    if (b.is_floating_point()) bufs.push_back(b), total += b.numel();
+  if (bufs.empty() || world.size() == 1) return;
+  std::vector<double> host;
+  host.reserve(static_cast<std::size_t>(total));
+  for (const auto& b : bufs) {
+    const auto c = b.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+    host.insert(host.end(), c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+  }
+  world.allreduce_sum(host.data(), host.size());
+  torch::NoGradGuard g;
+  std::size_t at = 0;
+  for (auto& b : bufs) {
+    auto t = torch::from_blob(host.data() + at, b.sizes(), torch::kFloat64).div(world.size());
+    b.copy_(t.to(b.device(), b.scalar_type()));
+    at += static_cast<std::size_t>(b.numel());
+  }
+}
+
 }  // namespace
 
 FoldRun::FoldRun(Job& job, int fold)
@@ -306,6 +331,7 @@ bool FoldRun::train_epoch(int epoch, EpochSums& sums, Timing& t) {
   {
     const double t0 = now_s();
     job_.world.allreduce_sum(s, 3);
+    average_buffers(*model_, job_.world);
     t.comm += now_s() - t0;
   }
   // the same sums on every rank: all stop here together
