@@ -177,6 +177,17 @@ struct Canvas {
 };
 
 int text_width(const std::string& s, int scale = 1) { return static_cast<int>(s.size()) * kGlyphW * scale; }
+}  // namespace
+
+void draw_text(std::vector<Rgb>& pixels, int width, int height, int x, int y, const std::string& text, Rgb colour,
+               int scale) {
+  Canvas cv(width, height, Rgb{});
+  cv.px.swap(pixels);
+  cv.text(x, y, text, colour, scale);
+  cv.px.swap(pixels);
+}
+
+namespace {
 
 const Rgb kWhite{255, 255, 255}, kBlack{0, 0, 0}, kDark{24, 24, 28}, kGrey{160, 160, 160};
 
