@@ -124,7 +124,56 @@ class HybridSN(nn.Module):
         return self.fc3(self.drop2(torch.relu(self.fc2(h))))
 
 
-MODELS = {"hu1d": Hu1d, "mlp": Mlp, "li3d": Li3d, "hamida3d": Hamida3d, "hybridsn": HybridSN}
+class Ssftt(nn.Module):
+    """Sun et al. 2022, SSFTT (zgr6010/HSI_SSFTT's SSFTTnet with flat layer names): conv3d + BN + ReLU,
+    conv2d + BN + ReLU, a 4-token Gaussian-weighted tokenizer plus a class token, one transformer encoder
+    layer (dim 64, 8 heads, mlp 8) and a linear head on the class token. src/train/models/ssftt.cpp."""
+
+    def __init__(self, bands, n_classes, patch):
+        super().__init__()
+        self.conv3d = nn.Conv3d(1, 8, 3)
+        self.bn3d = nn.BatchNorm3d(8)
+        self.channels2d = 8 * (bands - 2)
+        self.conv2d = nn.Conv2d(self.channels2d, 64, 3)
+        self.bn2d = nn.BatchNorm2d(64)
+        self.token_wA = nn.Parameter(torch.empty(1, 4, 64))
+        self.token_wV = nn.Parameter(torch.empty(1, 64, 64))
+        self.pos_embedding = nn.Parameter(torch.empty(1, 5, 64))
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, 64))
+        self.ln1 = nn.LayerNorm(64)
+        self.to_qkv = nn.Linear(64, 192)
+        self.attn_out = nn.Linear(64, 64)
+        self.ln2 = nn.LayerNorm(64)
+        self.mlp1 = nn.Linear(64, 8)
+        self.mlp2 = nn.Linear(8, 64)
+        self.head = nn.Linear(64, n_classes)
+        self.drop = nn.Dropout(0.1)
+        nn.init.xavier_normal_(self.token_wA)
+        nn.init.xavier_normal_(self.token_wV)
+        nn.init.normal_(self.pos_embedding, std=0.02)
+        nn.init.xavier_uniform_(self.head.weight)
+        nn.init.normal_(self.head.bias, std=1e-6)
+
+    def _attention(self, x):
+        b, n, _ = x.shape
+        q, k, v = self.to_qkv(x).reshape(b, n, 3, 8, 8).permute(2, 0, 3, 1, 4)  # 'b n (qkv h d) -> qkv b h n d'
+        attn = (torch.einsum("bhid,bhjd->bhij", q, k) * 64 ** -0.5).softmax(dim=-1)
+        out = torch.einsum("bhij,bhjd->bhid", attn, v).transpose(1, 2).reshape(b, n, 64)
+        return self.drop(self.attn_out(out))
+
+    def forward(self, x):
+        h = torch.relu(self.bn3d(self.conv3d(x.unsqueeze(1))))
+        h = torch.relu(self.bn2d(self.conv2d(h.reshape(-1, self.channels2d, h.shape[3], h.shape[4]))))
+        xs = h.flatten(2).transpose(1, 2)  # 'b c h w -> b (h w) c'
+        a = torch.einsum("bij,bjk->bik", xs, self.token_wA.transpose(1, 2)).transpose(1, 2).softmax(dim=-1)
+        t = torch.einsum("bij,bjk->bik", a, torch.einsum("bij,bjk->bik", xs, self.token_wV))
+        t = self.drop(torch.cat((self.cls_token.expand(x.shape[0], -1, -1), t), dim=1) + self.pos_embedding)
+        t = self._attention(self.ln1(t)) + t
+        t = self.drop(self.mlp2(self.drop(nn.functional.gelu(self.mlp1(self.ln2(t)))))) + t
+        return self.head(t[:, 0])
+
+
+MODELS = {"hu1d": Hu1d, "mlp": Mlp, "li3d": Li3d, "hamida3d": Hamida3d, "hybridsn": HybridSN, "ssftt": Ssftt}
 
 
 def centre(x):

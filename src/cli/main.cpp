@@ -23,7 +23,7 @@ void print_usage() {
   std::cout << "hsipipe " << hsipipe::kVersion << ": decode hyperspectral scenes once, train k folds on the cache\n\n"
             << "Usage: hsipipe <command> [options]      (hsipipe <command> --help for its options)\n\nCommands:\n";
   for (const auto& c : cmds) std::cout << "  " << c.name << std::string(12 - std::min<std::size_t>(11, std::strlen(c.name)), ' ') << c.summary << "\n";
-  if (!plugin_error.empty()) std::cout << "  (train, report, plan, bench, predict, export: unavailable: " << plugin_error << ")\n";
+  if (!plugin_error.empty()) std::cout << "  (train, report, plan, bench, predict, export, compare: unavailable: " << plugin_error << ")\n";
   std::cout << "\nOptions:\n  -h, --help     this help\n  --version      version and git commit\n";
 }
 
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
     if (it == nullptr) {
       std::cerr << "hsipipe: unknown command '" << argv[1] << "' (hsipipe --help lists them)\n";
       if (!plugin_error.empty())
-        std::cerr << "hsipipe: the training commands (train, report, plan, bench, predict, export) could not be loaded: " << plugin_error
+        std::cerr << "hsipipe: the training commands (train, report, plan, bench, predict, export, compare) could not be loaded: " << plugin_error
                   << "\n";
       return 2;
     }

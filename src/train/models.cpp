@@ -8,6 +8,7 @@
 #include <torch/version.h>
 
 #include "core/error.hpp"
+#include "train/models/builtin.hpp"
 #include "train/models/torchscript.hpp"
 
 namespace hsipipe::train {
@@ -33,6 +34,10 @@ const std::vector<ModelInfo>& model_registry() {
       {"mlp", {Layout::pixel, Layout::patch, Layout::cube}, false, 1, 1, 1,
        "Multi-layer perceptron on the spectrum (DeepHyperX 'nn' baseline at 1/8 width): fc 256, relu, fc 512, relu, "
        "fc 256, relu, fc C"},
+      {"ssftt", {Layout::patch, Layout::cube}, true, 5, 99, 3,
+       "Sun et al. 2022, SSFTT (reference code zgr6010/HSI_SSFTT): conv3d 8 (3x3x3)+BN+relu, conv2d 64 (3x3)+BN+relu, "
+       "Gaussian-weighted tokenizer to 4 tokens + class token, 1 transformer encoder layer (dim 64, 8 heads, mlp 8, "
+       "dropout 0.1), fc C (published with 30 PCA bands, patch 13; decode --pca 30 --patch 13)"},
   };
   return models;
 }
@@ -482,6 +487,7 @@ std::shared_ptr<Model> make_model(const std::string& name, int bands, int patch,
   if (name == "li3d") return std::make_shared<Li3d>(bands, patch, n_classes);
   if (name == "hamida3d") return std::make_shared<Hamida3d>(bands, patch, n_classes);
   if (name == "hybridsn") return std::make_shared<HybridSN>(bands, patch, n_classes);
+  if (name == "ssftt") return make_ssftt(bands, patch, n_classes);
   throw ConfigError("--model: no factory for '" + name + "'");
 }
 

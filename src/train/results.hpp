@@ -89,6 +89,13 @@ struct ClassGrid {
 /// Written atomically (write_png); fold-I/map.png and predict's previews.
 void write_class_png(const std::string& path, const std::string& title, const std::vector<ClassGrid>& grids,
                      const std::vector<std::int32_t>& label_values, const std::string& none_name = "");
+/// Draws `text` with the built-in 5x7 font (6 x 8 px per character at scale 1) into a width x height picture.
+void draw_text(std::vector<Rgb>& pixels, int width, int height, int x, int y, const std::string& text, Rgb colour,
+               int scale = 1);
+/// fold-I/confusion.png (row-normalised confusion matrix) and fold-I/map.png (the validation pixels' classes).
+void write_confusion_png(const std::string& path, const Metrics& m, int fold);
+void write_map_png(const std::string& path, const FoldResult& fold, const std::vector<cache::SceneDims>& scenes,
+                   const std::vector<std::int32_t>& label_values);
 /// Reads an 8-bit RGB/RGBA PNG (for tests); throws FormatError.
 std::vector<Rgb> read_png(const std::string& path, int& width, int& height);
 

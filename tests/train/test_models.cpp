@@ -19,7 +19,7 @@ struct Case {
   int bands, patch;
 };
 // Small inputs so every model trains on 2 CPU cores in well under a second per step.
-const Case kCases[] = {{"hu1d", 24, 1}, {"mlp", 24, 1}, {"li3d", 16, 5}, {"hamida3d", 16, 5}, {"hybridsn", 16, 9}};
+const Case kCases[] = {{"hu1d", 24, 1}, {"mlp", 24, 1}, {"li3d", 16, 5}, {"hamida3d", 16, 5}, {"hybridsn", 16, 9}, {"ssftt", 8, 7}};
 
 /// Three classes with distinct spectral signatures plus noise; the patch repeats the spectrum.
 std::pair<torch::Tensor, torch::Tensor> separable(int n, int bands, int patch, std::uint64_t seed) {
@@ -35,10 +35,10 @@ std::pair<torch::Tensor, torch::Tensor> separable(int n, int bands, int patch, s
 
 }  // namespace
 
-TEST_CASE("registry lists the five models with their layouts", "[models]") {
+TEST_CASE("registry lists the models with their layouts", "[models]") {
   std::vector<std::string> names;
   for (const auto& m : model_registry()) names.push_back(m.name);
-  CHECK(names == std::vector<std::string>{"hu1d", "li3d", "hamida3d", "hybridsn", "mlp"});
+  CHECK(names == std::vector<std::string>{"hu1d", "li3d", "hamida3d", "hybridsn", "mlp", "ssftt"});
   CHECK_FALSE(model_info("hu1d").spatial);
   CHECK(model_info("hybridsn").spatial);
   CHECK_THROWS_AS(model_info("resnet"), ConfigError);
@@ -115,6 +115,12 @@ TEST_CASE("a few Adam steps lower the loss on a separable problem", "[models]") 
   }
 }
 
+TEST_CASE("ssftt at the published setting has the reference's parameter count", "[models]") {
+  // zgr6010/HSI_SSFTT, 30 PCA bands, 13 x 13, 16 classes: conv3d 224 + bn 16, conv2d 129088 + bn 128,
+  // wA 256, wV 4096, pos 320, cls 64, ln 128, qkv 12480, out 4160, ln 128, mlp 520 + 576, head 1040.
+  CHECK(count_parameters(*make_model("ssftt", 30, 13, 16, 1)) == 153224);
+}
+
 TEST_CASE("check_model_fits refuses what a model cannot consume", "[models]") {
   // Spectral models: any layout, odd patch for the centre pixel.
   CHECK_NOTHROW(check_model_fits("hu1d", Layout::pixel, 1, 200));
@@ -134,6 +140,10 @@ TEST_CASE("check_model_fits refuses what a model cannot consume", "[models]") {
   CHECK_THROWS_WITH(check_model_fits("hybridsn", Layout::patch, 25, 12),
                     Catch::Contains("at least 13 bands") && Catch::Contains("n_bands"));
   CHECK_THROWS_AS(check_model_fits("li3d", Layout::patch, 5, 4), ConfigError);
+  CHECK_NOTHROW(check_model_fits("ssftt", Layout::patch, 13, 30));
+  CHECK_THROWS_WITH(check_model_fits("ssftt", Layout::patch, 3, 30), Catch::Contains("ssftt") && Catch::Contains("[5, 99]"));
+  CHECK_THROWS_AS(check_model_fits("ssftt", Layout::pixel, 1, 30), ConfigError);
+  CHECK_THROWS_WITH(check_model_fits("ssftt", Layout::patch, 13, 2), Catch::Contains("at least 3 bands"));
   CHECK_THROWS_AS(check_model_fits("nope", Layout::patch, 5, 40), ConfigError);
   CHECK_THROWS_AS(make_model("li3d", 16, 1, 3), ConfigError);
   CHECK_THROWS_AS(make_model("hu1d", 16, 1, 1), ConfigError);
