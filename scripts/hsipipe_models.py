@@ -20,6 +20,7 @@ rule: "reflect" is numpy's pad mode 'reflect', "zero" pads 0.
 """
 import json
 import math
+import re
 
 import numpy as np
 import torch
@@ -173,7 +174,71 @@ class Ssftt(nn.Module):
         return self.head(t[:, 0])
 
 
-MODELS = {"hu1d": Hu1d, "mlp": Mlp, "li3d": Li3d, "hamida3d": Hamida3d, "hybridsn": HybridSN, "ssftt": Ssftt}
+class SpectralFormer(nn.Module):
+    """Hong et al. 2021, SpectralFormer (danfenghong/IEEE_TGRS_SpectralFormer's ViT, mode 'CAF', with flat layer
+    names): group-wise spectral embedding (each band a token: its p x p patch and those of the two neighbouring
+    bands, circularly, as gain_neighborhood_band with band_patches 3), class token, position embedding, 5 pre-norm
+    layers (dim 64, 4 heads of 16, mlp 8, dropout 0.1) with cross-layer adaptive fusion (a [1, 2] Conv2d over
+    the tokens before layers 3-5), LayerNorm + linear head on the class token. src/train/models/spectralformer.cpp.
+    `from_reference` renames a reference state_dict (its log/*.pt) to these names."""
+
+    def __init__(self, bands, n_classes, patch, depth=5, dim=64, heads=4, dim_head=16, mlp=8):
+        super().__init__()
+        self.heads, self.dim_head, self.inner = heads, dim_head, heads * dim_head
+        self.patch_to_embedding = nn.Linear(3 * patch * patch, dim)
+        self.pos_embedding = nn.Parameter(torch.randn(1, bands + 1, dim))
+        self.cls_token = nn.Parameter(torch.randn(1, 1, dim))
+        self.norm1 = nn.ModuleList([nn.LayerNorm(dim) for _ in range(depth)])
+        self.to_qkv = nn.ModuleList([nn.Linear(dim, 3 * self.inner, bias=False) for _ in range(depth)])
+        self.to_out = nn.ModuleList([nn.Linear(self.inner, dim) for _ in range(depth)])
+        self.norm2 = nn.ModuleList([nn.LayerNorm(dim) for _ in range(depth)])
+        self.ff1 = nn.ModuleList([nn.Linear(dim, mlp) for _ in range(depth)])
+        self.ff2 = nn.ModuleList([nn.Linear(mlp, dim) for _ in range(depth)])
+        self.skipcat = nn.ModuleList([nn.Conv2d(bands + 1, bands + 1, (1, 2)) for _ in range(depth - 2)])
+        self.head_norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, n_classes)
+        self.drop = nn.Dropout(0.1)
+
+    def _attention(self, i, x):
+        b, n, _ = x.shape
+        q, k, v = self.to_qkv[i](x).reshape(b, n, 3, self.heads, self.dim_head).permute(2, 0, 3, 1, 4)
+        attn = (torch.einsum("bhid,bhjd->bhij", q, k) * self.dim_head ** -0.5).softmax(dim=-1)
+        out = torch.einsum("bhij,bhjd->bhid", attn, v).transpose(1, 2).reshape(b, n, self.inner)
+        return self.drop(self.to_out[i](out))
+
+    def forward(self, x):
+        f = x.flatten(2)  # [N, B, p*p]; then the bands b-1, b, b+1 (circular): [N, B, 3 p*p]
+        t = self.patch_to_embedding(torch.cat((f.roll(1, 1), f, f.roll(-1, 1)), dim=2))
+        t = self.drop(torch.cat((self.cls_token.expand(x.shape[0], -1, -1), t), dim=1) + self.pos_embedding)
+        last = []
+        for i in range(len(self.norm1)):
+            last.append(t)
+            if i > 1:
+                t = self.skipcat[i - 2](torch.stack((t, last[i - 2]), dim=3)).squeeze(3)
+            t = self._attention(i, self.norm1[i](t)) + t
+            t = self.drop(self.ff2[i](self.drop(nn.functional.gelu(self.ff1[i](self.norm2[i](t)))))) + t
+        return self.head(self.head_norm(t[:, 0]))
+
+    @staticmethod
+    def from_reference(sd):
+        """The reference's ViT state_dict (transformer.layers.I.0.fn.norm.weight, ...) under these names."""
+        subs = [(r"transformer\.layers\.(\d+)\.0\.fn\.norm\.", r"norm1.\1."),
+                (r"transformer\.layers\.(\d+)\.0\.fn\.fn\.to_qkv\.", r"to_qkv.\1."),
+                (r"transformer\.layers\.(\d+)\.0\.fn\.fn\.to_out\.0\.", r"to_out.\1."),
+                (r"transformer\.layers\.(\d+)\.1\.fn\.norm\.", r"norm2.\1."),
+                (r"transformer\.layers\.(\d+)\.1\.fn\.fn\.net\.0\.", r"ff1.\1."),
+                (r"transformer\.layers\.(\d+)\.1\.fn\.fn\.net\.3\.", r"ff2.\1."),
+                (r"transformer\.skipcat\.", "skipcat."), (r"mlp_head\.0\.", "head_norm."), (r"mlp_head\.1\.", "head.")]
+        out = {}
+        for k, v in sd.items():
+            for pat, rep in subs:
+                k = re.sub("^" + pat, rep, k)
+            out[k] = v
+        return out
+
+
+MODELS = {"hu1d": Hu1d, "mlp": Mlp, "li3d": Li3d, "hamida3d": Hamida3d, "hybridsn": HybridSN, "ssftt": Ssftt,
+          "spectralformer": SpectralFormer}
 
 
 def centre(x):

@@ -38,6 +38,12 @@ const std::vector<ModelInfo>& model_registry() {
        "Sun et al. 2022, SSFTT (reference code zgr6010/HSI_SSFTT): conv3d 8 (3x3x3)+BN+relu, conv2d 64 (3x3)+BN+relu, "
        "Gaussian-weighted tokenizer to 4 tokens + class token, 1 transformer encoder layer (dim 64, 8 heads, mlp 8, "
        "dropout 0.1), fc C (published with 30 PCA bands, patch 13; decode --pca 30 --patch 13)"},
+      {"spectralformer", {Layout::patch, Layout::cube}, true, 1, 99, 3,
+       "Hong et al. 2021, SpectralFormer (reference code danfenghong/IEEE_TGRS_SpectralFormer, mode CAF): group-wise "
+       "spectral embedding (a token per band: the p x p patch of bands b-1, b, b+1, circularly) to dim 64 + class "
+       "token, 5 pre-norm transformer layers (4 heads of 16, mlp 8, dropout 0.1) with cross-layer adaptive fusion "
+       "(before layers 3-5 a conv [1, 2] fuses the layer's input with that of two layers back), LayerNorm + fc C (published patch-wise with all bands, patch 7; "
+       "departures: band neighbours fixed at 3, inputs z-scored by the cache instead of min-max scaled)"},
   };
   return models;
 }
@@ -488,6 +494,7 @@ std::shared_ptr<Model> make_model(const std::string& name, int bands, int patch,
   if (name == "hamida3d") return std::make_shared<Hamida3d>(bands, patch, n_classes);
   if (name == "hybridsn") return std::make_shared<HybridSN>(bands, patch, n_classes);
   if (name == "ssftt") return make_ssftt(bands, patch, n_classes);
+  if (name == "spectralformer") return make_spectralformer(bands, patch, n_classes);
   throw ConfigError("--model: no factory for '" + name + "'");
 }
 

@@ -30,7 +30,7 @@
 namespace hsipipe::train {
 
 struct ModelInfo {
-  std::string name;                    ///< "hu1d", "li3d", "hamida3d", "hybridsn", "mlp"
+  std::string name;                    ///< "hu1d", "li3d", ... (model_registry())
   std::vector<cache::Layout> layouts;  ///< cache layouts accepted
   bool spatial = false;                ///< true: uses the whole p x p patch; false: the centre spectrum only
   int min_patch = 1;                   ///< smallest patch side accepted (spatial models)

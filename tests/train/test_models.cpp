@@ -19,7 +19,8 @@ struct Case {
   int bands, patch;
 };
 // Small inputs so every model trains on 2 CPU cores in well under a second per step.
-const Case kCases[] = {{"hu1d", 24, 1}, {"mlp", 24, 1}, {"li3d", 16, 5}, {"hamida3d", 16, 5}, {"hybridsn", 16, 9}, {"ssftt", 8, 7}};
+const Case kCases[] = {{"hu1d", 24, 1}, {"mlp", 24, 1}, {"li3d", 16, 5}, {"hamida3d", 16, 5}, {"hybridsn", 16, 9}, {"ssftt", 8, 7},
+                      {"spectralformer", 8, 5}};
 
 /// Three classes with distinct spectral signatures plus noise; the patch repeats the spectrum.
 std::pair<torch::Tensor, torch::Tensor> separable(int n, int bands, int patch, std::uint64_t seed) {
@@ -38,7 +39,7 @@ std::pair<torch::Tensor, torch::Tensor> separable(int n, int bands, int patch, s
 TEST_CASE("registry lists the models with their layouts", "[models]") {
   std::vector<std::string> names;
   for (const auto& m : model_registry()) names.push_back(m.name);
-  CHECK(names == std::vector<std::string>{"hu1d", "li3d", "hamida3d", "hybridsn", "mlp", "ssftt"});
+  CHECK(names == std::vector<std::string>{"hu1d", "li3d", "hamida3d", "hybridsn", "mlp", "ssftt", "spectralformer"});
   CHECK_FALSE(model_info("hu1d").spatial);
   CHECK(model_info("hybridsn").spatial);
   CHECK_THROWS_AS(model_info("resnet"), ConfigError);
@@ -121,6 +122,13 @@ TEST_CASE("ssftt at the published setting has the reference's parameter count", 
   CHECK(count_parameters(*make_model("ssftt", 30, 13, 16, 1)) == 153224);
 }
 
+TEST_CASE("spectralformer at the published setting has the reference's parameter count", "[models]") {
+  // danfenghong/IEEE_TGRS_SpectralFormer, Indian Pines patch-wise (200 bands, 7 x 7, band_patches 3, 16 classes), as
+  // its log/SpectralFormer_patch_indian.pt: embedding 9472, positions 12864, class token 64, 5 layers of 17800
+  // (LN 128, qkv 12288, out 4160, LN 128, mlp 520 + 576), 3 fusion convs of 81003, head LN 128 + 1040.
+  CHECK(count_parameters(*make_model("spectralformer", 200, 7, 16, 1)) == 355577);
+}
+
 TEST_CASE("check_model_fits refuses what a model cannot consume", "[models]") {
   // Spectral models: any layout, odd patch for the centre pixel.
   CHECK_NOTHROW(check_model_fits("hu1d", Layout::pixel, 1, 200));
@@ -144,6 +152,12 @@ TEST_CASE("check_model_fits refuses what a model cannot consume", "[models]") {
   CHECK_THROWS_WITH(check_model_fits("ssftt", Layout::patch, 3, 30), Catch::Contains("ssftt") && Catch::Contains("[5, 99]"));
   CHECK_THROWS_AS(check_model_fits("ssftt", Layout::pixel, 1, 30), ConfigError);
   CHECK_THROWS_WITH(check_model_fits("ssftt", Layout::patch, 13, 2), Catch::Contains("at least 3 bands"));
+  CHECK_NOTHROW(check_model_fits("spectralformer", Layout::patch, 7, 204));
+  CHECK_NOTHROW(check_model_fits("spectralformer", Layout::cube, 1, 204));
+  CHECK_THROWS_WITH(check_model_fits("spectralformer", Layout::pixel, 1, 204),
+                    Catch::Contains("spectralformer") && Catch::Contains("layout pixel"));
+  CHECK_THROWS_WITH(check_model_fits("spectralformer", Layout::patch, 6, 204), Catch::Contains("[1, 99]"));
+  CHECK_THROWS_WITH(check_model_fits("spectralformer", Layout::patch, 7, 2), Catch::Contains("at least 3 bands"));
   CHECK_THROWS_AS(check_model_fits("nope", Layout::patch, 5, 40), ConfigError);
   CHECK_THROWS_AS(make_model("li3d", 16, 1, 3), ConfigError);
   CHECK_THROWS_AS(make_model("hu1d", 16, 1, 1), ConfigError);

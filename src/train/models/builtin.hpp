@@ -11,4 +11,7 @@ namespace hsipipe::train {
 /// SSFTT (Sun et al. 2022), models/ssftt.cpp. Input [N, bands, patch, patch].
 std::shared_ptr<Model> make_ssftt(int bands, int patch, int n_classes);
 
+/// SpectralFormer (Hong et al. 2021), models/spectralformer.cpp. Input [N, bands, patch, patch].
+std::shared_ptr<Model> make_spectralformer(int bands, int patch, int n_classes);
+
 }  // namespace hsipipe::train
