@@ -46,6 +46,7 @@
 // Readers (everything here) are rank-local unless marked COLLECTIVE.
 #include <cstdint>
 #include <iosfwd>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.hpp"
+#include "core/mapped.hpp"
 #include "core/range.hpp"
 
 namespace hsipipe::cache {
@@ -143,6 +145,24 @@ std::string data_checksum_of(std::vector<std::uint64_t> item_hashes, const Sampl
 /// `scene`) as raw bytes in the cache dtype. Rank-local; used by verify and by Shard::load if it wants.
 std::vector<char> read_items_raw(const CacheReader& cache, std::uint64_t begin, std::uint64_t end, int scene = -1);
 
+/// Items [begin, end) as read_items_raw gives them, mapped from the cache file instead of read (core/mapped):
+/// the bytes of item g are at file->data() + offset(g). npy files and contiguous HDF5 datasets are one run;
+/// a chunked HDF5 dataset is one run per chunk (chunk_items items each, chunk c of the dataset at
+/// chunk_offset[c - first_chunk]). Only unfiltered little-endian datasets can be mapped: anything else is a
+/// ConfigError saying why. Rank-local.
+struct MappedItems {
+  std::shared_ptr<const MappedFile> file;
+  std::uint64_t begin = 0, end = 0, item_bytes = 0;
+  std::uint64_t chunk_items = 0;  ///< 0: one run, item `begin` at chunk_offset[0]
+  std::uint64_t first_chunk = 0;
+  std::vector<std::uint64_t> chunk_offset;
+  std::uint64_t offset(std::uint64_t g) const {
+    if (chunk_items == 0) return chunk_offset[0] + (g - begin) * item_bytes;
+    return chunk_offset[g / chunk_items - first_chunk] + (g % chunk_items) * item_bytes;
+  }
+};
+MappedItems map_items(const CacheReader& cache, std::uint64_t begin, std::uint64_t end, int scene = -1);
+
 /// Decoded samples of ONE contiguous range of the cache, held in memory (or mapped), and the hot
 /// path that turns them into float32 training inputs. For layout cube, holds only the cube rows its
 /// samples need plus the patch halo.
@@ -153,8 +173,13 @@ int reflect_index(long i, long n);
 class Shard {
  public:
   /// Reads samples [range.begin, range.end): pixel/patch rows of samples.npy (or /samples), or for
-  /// cube the rows of each scene covering those samples +- p/2. Rank-local.
-  static Shard load(const CacheReader& cache, Range range, int patch_override = 0);
+  /// cube the rows of each scene covering those samples +- p/2. Rank-local. A shard whose bytes exceed
+  /// `memory_limit` is streamed instead: its arrays are mapped from the cache file (map_items), read once
+  /// through the mapping for the checksum, and gather() then reads the pages its batches need (the
+  /// loader's producer threads, ahead of the training loop, asking the kernel for a batch's pages first).
+  /// The bytes gather() sees are the file's either way: the same batches, bit for bit.
+  static Shard load(const CacheReader& cache, Range range, int patch_override = 0,
+                    std::uint64_t memory_limit = std::numeric_limits<std::uint64_t>::max());
 
   Range range() const noexcept;
   /// Floats per sample produced by gather(): B (pixel), B*p*p (patch, cube).
@@ -162,6 +187,11 @@ class Shard {
   int patch() const noexcept;  ///< 1 for pixel
   int bands() const noexcept;
   std::uint64_t bytes_read() const noexcept;
+  bool streamed() const noexcept;
+  /// The bytes of the shard's arrays (held in memory, or mapped when streamed).
+  std::uint64_t shard_bytes() const noexcept;
+  /// Streamed: the stored bytes gather() has read from the mapping so far (0 when held in memory).
+  std::uint64_t streamed_bytes() const noexcept;
   /// XXH3-64 of the items of data_checksum this shard owns, computed by load() while they are in cache: pixel
   /// and patch layouts, each sample's stored bytes, in sample order; cube, the cube rows from its first
   /// sample's row to the next range's first sample's row (from the first row for range.begin 0, to the last
@@ -177,7 +207,8 @@ class Shard {
 
   /// The bytes the shard holds, as stored (float16 or float32, little-endian), for a consumer that moves
   /// them elsewhere and cuts the same samples there (train's device-resident batches, which must give
-  /// gather()'s values exactly). Pointers stay valid while the shard lives.
+  /// gather()'s values exactly). Pointers stay valid while the shard lives. A streamed shard whose arrays
+  /// are not one run in the file (a chunked HDF5 cache) has no Raw: a ConfigError.
   struct Raw {
     Layout layout = Layout::pixel;
     bool f16 = false;

@@ -361,6 +361,83 @@ std::vector<char> read_items_raw(const CacheReader& c, std::uint64_t begin, std:
   return out;
 }
 
+namespace {
+/// The file offset of each chunk of a chunked dataset covering items [begin, end), checked: unfiltered, stored
+/// whole, inside the file. Throws ConfigError (cannot be mapped) or FormatError (outside the file).
+void h5_chunk_offsets(hid_t ds, hid_t dcpl, const std::vector<std::uint64_t>& shape, std::uint64_t file_size,
+                      const std::string& where, MappedItems& m) {
+  std::vector<hsize_t> cdims(shape.size());
+  if (H5Pget_chunk(dcpl, static_cast<int>(cdims.size()), cdims.data()) < 0 || cdims[0] == 0)
+    throw ConfigError(where + ": HDF5 gives no chunk size");
+  for (std::size_t i = 1; i < shape.size(); ++i)
+    if (cdims[i] != shape[i]) throw ConfigError(where + ": its chunks split an item (chunk dims other than the first are not whole)");
+  m.chunk_items = cdims[0];
+  m.first_chunk = m.begin / m.chunk_items;
+  const std::uint64_t last = (m.end - 1) / m.chunk_items, chunk_bytes = m.chunk_items * m.item_bytes;
+  std::vector<hsize_t> at(shape.size(), 0);
+  for (std::uint64_t c = m.first_chunk; c <= last; ++c) {
+    at[0] = c * m.chunk_items;
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(ds, at.data(), &mask, &addr, &size) < 0 || addr == HADDR_UNDEF)
+      throw ConfigError(where + ": chunk " + std::to_string(c) + " has no place in the file");
+    if (mask != 0 || size != chunk_bytes) throw ConfigError(where + ": chunk " + std::to_string(c) + " is filtered or partial");
+    if (addr + size > file_size) throw FormatError(where, "chunk " + std::to_string(c), "ends past the end of the file (truncated?)");
+    m.chunk_offset.push_back(addr);
+  }
+}
+}  // namespace
+
+MappedItems map_items(const CacheReader& c, std::uint64_t begin, std::uint64_t end, int scene) {
+  const bool cube = c.layout() == Layout::cube;
+  if (cube && (scene < 0 || scene >= static_cast<int>(c.scenes().size())))
+    throw ConfigError(c.dir() + ": map_items on a cube cache needs a scene index");
+  const auto shape = expected_shape(c, cube ? scene : -1);
+  if (begin > end || end > shape[0])
+    throw ConfigError(c.dir() + ": items [" + std::to_string(begin) + ", " + std::to_string(end) + ") out of range (" +
+                      std::to_string(shape[0]) + ")");
+  MappedItems m;
+  m.begin = begin;
+  m.end = end;
+  m.item_bytes = dtype_size(c.dtype());
+  for (std::size_t i = 1; i < shape.size(); ++i) m.item_bytes *= shape[i];
+  const std::string p = c.backend() == "npy" ? c.dir() + "/" + (cube ? cube_name(scene) : std::string("samples")) + ".npy" : c.h5_path();
+  m.file = std::make_shared<const MappedFile>(p);
+  if (begin == end) {
+    m.chunk_offset.push_back(0);
+    return m;
+  }
+  if (c.backend() == "npy") {
+    const NpyHeader h = read_npy_header(p);
+    m.chunk_offset.push_back(h.data_offset + begin * m.item_bytes);
+    if (h.data_offset + end * m.item_bytes > m.file->size())
+      throw FormatError(p, "data", "ends before item " + std::to_string(end) + " (truncated?)");
+    return m;
+  }
+  h5::Silence quiet;
+  const std::string name = cube ? "/cube/" + std::to_string(scene) : std::string("/samples"), where = p + ":" + name;
+  h5::Id f(HSIPIPE_H5(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), p));
+  h5::Id ds(HSIPIPE_H5(H5Dopen2(f, name.c_str(), H5P_DEFAULT), p));
+  h5::Id type(HSIPIPE_H5(H5Dget_type(ds), p));
+  if (H5Tget_size(type) != dtype_size(c.dtype()) || (H5Tget_size(type) > 1 && H5Tget_order(type) != H5T_ORDER_LE))
+    throw ConfigError(where + ": not stored as little-endian " + std::string(dtype_name(c.dtype())) + ", cannot be mapped");
+  h5::Id dcpl(HSIPIPE_H5(H5Dget_create_plist(ds), p));
+  if (H5Pget_nfilters(dcpl) != 0) throw ConfigError(where + ": compressed or filtered, cannot be mapped");
+  const H5D_layout_t layout = H5Pget_layout(dcpl);
+  if (layout == H5D_CONTIGUOUS) {
+    const haddr_t at = H5Dget_offset(ds);
+    if (at == HADDR_UNDEF) throw ConfigError(where + ": HDF5 gives no file offset");
+    m.chunk_offset.push_back(at + begin * m.item_bytes);
+    if (at + end * m.item_bytes > m.file->size()) throw FormatError(where, "data", "ends past the end of the file (truncated?)");
+  } else if (layout == H5D_CHUNKED) {
+    h5_chunk_offsets(ds, dcpl, shape, m.file->size(), where, m);
+  } else {
+    throw ConfigError(where + ": neither contiguous nor chunked, cannot be mapped");
+  }
+  return m;
+}
+
 std::string compute_data_checksum(const CacheReader& c) {
   std::vector<std::uint64_t> hashes;
   const bool cube = c.layout() == Layout::cube;

@@ -1,105 +1,36 @@
-// cache/shard: one rank's contiguous range of the cache in memory, and gather(), the loader's hot path.
+// cache/shard: one rank's contiguous range of the cache, loaded: held in memory, or streamed (mapped from the
+// cache file) when it exceeds the memory it may take. gather() is in shard_gather.cpp.
 //
 // What is read (and counted in bytes_read()):
 //   pixel/patch  rows [begin, end) of samples.npy (pread of exactly that byte range) or of /samples
 //                (HDF5 hyperslab, file opened read-only), kept in the cache's element type (float16
-//                stays 2 bytes a value in memory and is widened in gather()).
+//                stays 2 bytes a value in memory and is widened in gather()). Streamed: the same rows
+//                through the mapping, once, for their hashes.
 //   cube         coords of [begin, end) (to know the rows), then per scene the rows
 //                [min_row - h, max_row + h] of cube_<s>.npy or /cube/<s> (h = p/2), clipped to the scene;
 //                and, for the data checksum, the rows the shard owns but does not hold (hash_cube_rows).
-//                Out-of-scene neighbours come from the manifest's `border`: "reflect" (numpy's mode
-//                'reflect': -1 -> 1, H -> H-2) or "zero".
-// gather() output is band-first: [n, B] (p = 1) or [n, B, p, p], the models' input contract.
-#include <fcntl.h>
 #include <hdf5.h>
-#include <unistd.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "cache/cache.hpp"
 #include "cache/npy.hpp"
+#include "cache/shard_impl.hpp"
 #include "core/error.hpp"
 #include "core/fd.hpp"
-#include "core/half.hpp"
 #include "core/hash.hpp"
-#include "core/simd.hpp"
 
 namespace hsipipe::cache {
 
 namespace {
-
-// ---- float16 -> float32: core's halves_to_floats (F16C where the CPU has it; exact either way) ----
-
-/// Copies n values of the cache's element type at `src` to float32.
-inline void to_float(const char* src, bool f16, float* out, std::size_t n) {
-  if (f16) halves_to_floats(reinterpret_cast<const std::uint16_t*>(src), out, n);
-  else std::memcpy(out, src, n * sizeof(float));
-}
-
-// ---- one patch row: p pixels x B values (pixel-major) -> out[b * pp + j], NaN -> 0 ----
-
-void patch_row_scalar(const float* src, std::size_t p, std::size_t B, std::size_t pp, float* out) {
-  for (std::size_t j = 0; j < p; ++j)
-    for (std::size_t b = 0; b < B; ++b) {
-      const float x = src[j * B + b];
-      out[b * pp + j] = x == x ? x : 0.0f;
-    }
-}
-
-#if HSIPIPE_X86
-/// AVX2 (p >= 8, B >= 8): 8 pixels x 8 bands per step, NaN masked to 0 and transposed in registers. The
-/// last block of each axis is shifted back to end at p (or B), overlapping the one before: the overlap
-/// is written twice with the same values, and no scalar tail is left.
-/// T: float (float32 cache) or std::uint16_t (float16 cache, widened by F16C in the same loads).
-template <class T>
-__attribute__((target("avx2,f16c"))) void patch_row_avx2(const T* src, std::size_t p, std::size_t B, std::size_t pp,
-                                                         float* out) {
-  for (std::size_t jb = 0; jb < p; jb += 8) {
-    const std::size_t j0 = std::min(jb, p - 8);
-    for (std::size_t bb = 0; bb < B; bb += 8) {
-      const std::size_t b0 = std::min(bb, B - 8);
-      __m256 r[8];
-      for (std::size_t k = 0; k < 8; ++k) {
-        const T* q = src + (j0 + k) * B + b0;
-        __m256 x;
-        if constexpr (std::is_same_v<T, float>) x = _mm256_loadu_ps(q);
-        else x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-        r[k] = _mm256_and_ps(x, _mm256_cmp_ps(x, x, _CMP_ORD_Q));  // NaN -> +0
-      }
-      simd::transpose8(r);
-      for (std::size_t k = 0; k < 8; ++k) _mm256_storeu_ps(out + (b0 + k) * pp + j0, r[k]);
-    }
-  }
-}
-#endif
-
-void patch_row(const char* src, bool f16, std::size_t p, std::size_t B, std::size_t pp, float* out) {
-#if HSIPIPE_X86
-  if (p >= 8 && B >= 8 && simd::have_avx2()) {
-    if (f16) return patch_row_avx2(reinterpret_cast<const std::uint16_t*>(src), p, B, pp, out);
-    return patch_row_avx2(reinterpret_cast<const float*>(src), p, B, pp, out);
-  }
-#endif
-  if (f16) {  // widen the whole run first (F16C where available): the transposes then move floats only
-    thread_local std::vector<float> wide;
-    wide.resize(p * B);
-    halves_to_floats(reinterpret_cast<const std::uint16_t*>(src), wide.data(), p * B);
-    src = reinterpret_cast<const char*>(wide.data());
-  }
-  patch_row_scalar(reinterpret_cast<const float*>(src), p, B, pp, out);
-}
-
-// ---- raw reads ----
-
 
 // ---- HDF5, read-only, RAII ----
 
@@ -187,35 +118,6 @@ int reflect_index(long i, long n) {
   return static_cast<int>(i < n ? i : period - i);
 }
 
-struct Shard::Impl {
-  Range range;
-  Layout layout = Layout::pixel;
-  bool f16 = false;
-  std::size_t elem = 4;
-  int bands = 0;
-  int stored_patch = 1;  ///< p of the stored samples (patch layout) or of decode (cube)
-  int patch = 1;         ///< p of gather()'s output
-  bool zero_border = false;
-  std::uint64_t bytes_read = 0;
-  std::vector<std::uint64_t> item_hashes;  ///< pixel / patch: its samples'; cube: the rows it owns (hash_cube_rows)
-  double hash_seconds = 0;
-
-  // pixel / patch: [range.size(), B, sp, sp] raw
-  std::vector<char> samples;
-
-  // cube
-  struct SceneRows {
-    std::uint32_t rows = 0, cols = 0;  ///< scene size
-    std::uint32_t row0 = 0, nrows = 0; ///< rows held
-    std::vector<char> data;            ///< [nrows, cols, B] raw
-  };
-  std::vector<SceneRows> scenes;
-  std::vector<std::int32_t> s_scene, s_row, s_col;  ///< per local sample
-
-  void gather_stored(const std::uint64_t* ids, std::size_t n, float* out) const;
-  void gather_cube(const std::uint64_t* ids, std::size_t n, float* out) const;
-};
-
 namespace {
 
 std::string manifest_str(const nlohmann::json& m, const char* key, const std::string& dir, const std::string& dflt = {}) {
@@ -281,20 +183,57 @@ std::uint64_t read_layout(const CacheReader& cache, Range range, int patch_overr
   return n_samples;
 }
 
-/// Pixel and patch layouts: the range's samples, each hashed as read (data_checksum's items).
-void load_items(const CacheReader& cache, Shard::Impl& impl) {
+/// Hashes items [first, first + count) of `items` into `hashes`. Streamed, the mapping is read in order
+/// (MADV_SEQUENTIAL) and each 64 MiB block let go once hashed (MADV_DONTNEED: the pages stay in the page
+/// cache, reclaimable, and out of this process's memory); then the mapping is marked for random access,
+/// the order of the epochs' shuffled batches.
+void hash_items(const StoredItems& items, std::uint64_t first, std::uint64_t count, std::vector<std::uint64_t>& hashes) {
+  const std::uint64_t ib = items.item_bytes, per_block = std::max<std::uint64_t>(1, (64ull << 20) / std::max<std::uint64_t>(1, ib));
+  for (std::uint64_t b = first; b < first + count; b += per_block) {
+    const std::uint64_t e = std::min(first + count, b + per_block);
+    if (items.streamed())
+      for (std::uint64_t g = b; g < e; g += items.mapped.chunk_items ? items.mapped.chunk_items : e - b)
+        advise_pages(items.item(g), std::min(e - g, items.mapped.chunk_items ? items.mapped.chunk_items : e - g) * ib, MADV_SEQUENTIAL);
+    for (std::uint64_t g = b; g < e; ++g) hashes.push_back(xxh3_64(items.item(g), ib));
+    if (items.streamed())
+      for (std::uint64_t g = b; g < e; ++g) advise_pages(items.item(g), ib, MADV_DONTNEED);
+  }
+  if (items.streamed() && items.mapped.file->size()) advise_pages(items.mapped.file->data(), items.mapped.file->size(), MADV_RANDOM);
+}
+
+/// Items [begin, end) of the samples array (pixel/patch) or of scene `scene`'s cube rows: read into memory,
+/// or mapped when `stream`.
+StoredItems stored_items(const CacheReader& cache, std::uint64_t begin, std::uint64_t end, std::uint64_t item_bytes, int scene,
+                         bool stream, const std::string& array) {
+  StoredItems it;
+  it.first = begin;
+  it.count = end - begin;
+  it.item_bytes = item_bytes;
+  if (stream) {
+    it.mapped = map_items(cache, begin, end, scene);
+    if (it.mapped.item_bytes != item_bytes)
+      throw FormatError(cache.dir(), array, "items of " + std::to_string(it.mapped.item_bytes) + " bytes, the manifest says " + std::to_string(item_bytes));
+    return it;
+  }
+  it.owned = read_items_raw(cache, begin, end, scene);
+  if (it.owned.size() != it.count * item_bytes)
+    throw FormatError(cache.dir(), array, "read " + std::to_string(it.owned.size()) + " bytes for " + std::to_string(it.count) +
+                                               " items, expected " + std::to_string(it.count * item_bytes));
+  return it;
+}
+
+/// Pixel and patch layouts: the range's samples (held, or mapped past `memory_limit`), each hashed
+/// (data_checksum's items).
+void load_items(const CacheReader& cache, Shard::Impl& impl, std::uint64_t memory_limit) {
   const std::uint64_t nloc = impl.range.size();
   const std::size_t sp = static_cast<std::size_t>(impl.stored_patch);
   const std::uint64_t row_bytes = static_cast<std::size_t>(impl.bands) * sp * sp * impl.elem;
-  impl.samples = read_items_raw(cache, impl.range.begin, impl.range.end);
-  if (impl.samples.size() != nloc * row_bytes) {
-    throw FormatError(cache.dir(), "samples", "read " + std::to_string(impl.samples.size()) + " bytes for " + std::to_string(nloc) +
-                                                  " samples, expected " + std::to_string(nloc * row_bytes));
-  }
+  impl.streamed = nloc * row_bytes > memory_limit;
+  impl.samples = stored_items(cache, impl.range.begin, impl.range.end, row_bytes, -1, impl.streamed, "samples");
   impl.bytes_read = nloc * row_bytes;
   const auto t0 = std::chrono::steady_clock::now();
-  impl.item_hashes.resize(nloc);
-  for (std::uint64_t i = 0; i < nloc; ++i) impl.item_hashes[i] = xxh3_64(impl.samples.data() + i * row_bytes, row_bytes);
+  impl.item_hashes.reserve(nloc);
+  hash_items(impl.samples, impl.range.begin, nloc, impl.item_hashes);
   impl.hash_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -349,12 +288,14 @@ void index_cube_samples(const std::string& dir, const std::vector<std::int32_t>&
   }
 }
 
-/// Cube layout: per scene, the rows of the range's samples plus the patch halo.
+/// Cube layout: per scene, the rows of the range's samples plus the patch halo (held, or mapped when they
+/// exceed `memory_limit` together).
 void read_cube_rows(const CacheReader& cache, const std::vector<SceneDims>& sdims, const std::vector<long>& rmin,
-                    const std::vector<long>& rmax, Shard::Impl& impl) {
+                    const std::vector<long>& rmax, Shard::Impl& impl, std::uint64_t memory_limit) {
   const int h = impl.patch / 2;
   const std::size_t B = static_cast<std::size_t>(impl.bands);
   impl.scenes.resize(sdims.size());
+  std::uint64_t total = 0;
   for (std::size_t s = 0; s < sdims.size(); ++s) {
     auto& sr = impl.scenes[s];
     sr.rows = sdims[s].rows;
@@ -363,24 +304,26 @@ void read_cube_rows(const CacheReader& cache, const std::vector<SceneDims>& sdim
     const long lo = std::max<long>(0, rmin[s] - h), hi = std::min<long>(static_cast<long>(sr.rows) - 1, rmax[s] + h);
     sr.row0 = static_cast<std::uint32_t>(lo);
     sr.nrows = static_cast<std::uint32_t>(hi - lo + 1);
+    total += static_cast<std::uint64_t>(sr.nrows) * sr.cols * B * impl.elem;
+  }
+  impl.streamed = total > memory_limit;
+  for (std::size_t s = 0; s < sdims.size(); ++s) {
+    auto& sr = impl.scenes[s];
+    if (sr.nrows == 0) continue;
     const std::uint64_t row_bytes = static_cast<std::uint64_t>(sr.cols) * B * impl.elem;
-    sr.data = read_items_raw(cache, sr.row0, sr.row0 + sr.nrows, static_cast<int>(s));
-    if (sr.data.size() != sr.nrows * row_bytes) {
-      throw FormatError(cache.dir(), "cube_" + std::to_string(s), "rows are not " + std::to_string(sr.cols) + " x " + std::to_string(B) +
-                                                                      " values as the manifest says");
-    }
-    impl.bytes_read += sr.data.size();
+    sr.data = stored_items(cache, sr.row0, sr.row0 + sr.nrows, row_bytes, static_cast<int>(s), impl.streamed, "cube_" + std::to_string(s));
+    impl.bytes_read += sr.data.bytes();
   }
 }
 
 }  // namespace
 
-Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
+Shard Shard::load(const CacheReader& cache, Range range, int patch_override, std::uint64_t memory_limit) {
   auto impl = std::make_shared<Impl>();
   std::string backend;
   const std::uint64_t n_samples = read_layout(cache, range, patch_override, *impl, backend);
   if (impl->layout != Layout::cube) {
-    load_items(cache, *impl);
+    load_items(cache, *impl, memory_limit);
     return Shard{std::move(impl)};
   }
   const auto& m = cache.manifest();
@@ -398,7 +341,7 @@ Shard Shard::load(const CacheReader& cache, Range range, int patch_override) {
   impl->bytes_read += coords.size() * 4;
   std::vector<long> rmin, rmax;
   index_cube_samples(cache.dir(), coords, sdims, *impl, rmin, rmax);
-  read_cube_rows(cache, sdims, rmin, rmax, *impl);
+  read_cube_rows(cache, sdims, rmin, rmax, *impl, memory_limit);
   hash_cube_rows(*impl, cache, coords, n_samples);
   return Shard{std::move(impl)};
 }
@@ -447,122 +390,11 @@ static void hash_cube_rows(Shard::Impl& impl, const CacheReader& cache, const st
       continue;
     }
     if (a < h0) hash_read(a, h0);
-    for (std::uint64_t r = std::max(a, h0); r < std::min(e, h1); ++r)
-      impl.item_hashes.push_back(xxh3_64(sr.data.data() + (r - h0) * row_bytes, row_bytes));
+    const std::uint64_t m0 = std::max(a, h0), m1 = std::min(e, h1);
+    hash_items(sr.data, m0, m1 - m0, impl.item_hashes);
     if (e > h1) hash_read(h1, e);
   }
   impl.hash_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-Range Shard::range() const noexcept { return impl_->range; }
-std::size_t Shard::sample_floats() const noexcept {
-  return static_cast<std::size_t>(impl_->bands) * static_cast<std::size_t>(impl_->patch * impl_->patch);
-}
-int Shard::patch() const noexcept { return impl_->patch; }
-int Shard::bands() const noexcept { return impl_->bands; }
-std::uint64_t Shard::bytes_read() const noexcept { return impl_->bytes_read; }
-const std::vector<std::uint64_t>& Shard::item_hashes() const noexcept { return impl_->item_hashes; }
-double Shard::hash_seconds() const noexcept { return impl_->hash_seconds; }
-
-Shard::Raw Shard::raw() const {
-  const Impl& s = *impl_;
-  Raw r;
-  r.layout = s.layout;
-  r.f16 = s.f16;
-  r.bands = s.bands;
-  r.stored_patch = s.layout == Layout::patch ? s.stored_patch : 1;
-  r.patch = s.patch;
-  r.zero_border = s.zero_border;
-  r.samples = s.samples.data();
-  for (const auto& sr : s.scenes) r.scenes.push_back({sr.rows, sr.cols, sr.row0, sr.nrows, sr.data.data()});
-  r.scene = s.s_scene.data();
-  r.row = s.s_row.data();
-  r.col = s.s_col.data();
-  return r;
-}
-
-void Shard::gather(const std::uint64_t* ids, std::size_t n, float* out) const {
-  const Impl& s = *impl_;
-  for (std::size_t k = 0; k < n; ++k) {
-    if (!s.range.contains(ids[k])) {
-      throw std::out_of_range("Shard::gather: sample " + std::to_string(ids[k]) + " outside this shard [" +
-                              std::to_string(s.range.begin) + ", " + std::to_string(s.range.end) + ")");
-    }
-  }
-  if (s.layout == Layout::cube) s.gather_cube(ids, n, out);
-  else s.gather_stored(ids, n, out);
-}
-
-void Shard::Impl::gather_stored(const std::uint64_t* ids, std::size_t n, float* out) const {
-  const std::size_t B = static_cast<std::size_t>(bands), sp = static_cast<std::size_t>(stored_patch);
-  const std::size_t p = static_cast<std::size_t>(patch);
-  const std::size_t in_vals = B * sp * sp, out_vals = B * p * p;
-  const std::size_t off = (sp - p) / 2;
-  for (std::size_t k = 0; k < n; ++k) {
-    const char* src = samples.data() + (ids[k] - range.begin) * in_vals * elem;
-    float* dst = out + k * out_vals;
-    if (p == sp) {
-      to_float(src, f16, dst, in_vals);
-      continue;
-    }
-    // centre crop: [B, sp, sp] -> [B, p, p]
-    for (std::size_t b = 0; b < B; ++b) {
-      for (std::size_t i = 0; i < p; ++i) {
-        to_float(src + ((b * sp + off + i) * sp + off) * elem, f16, dst + (b * p + i) * p, p);
-      }
-    }
-  }
-}
-
-void Shard::Impl::gather_cube(const std::uint64_t* ids, std::size_t n, float* out) const {
-  const std::size_t B = static_cast<std::size_t>(bands), p = static_cast<std::size_t>(patch), pp = p * p;
-  const long h = static_cast<long>(p / 2);
-  // One patch row at a time: its p pixels are p * B contiguous values in the cube (pixel-major) unless a
-  // column falls outside the scene (then they are gathered into `run` first, reflected or zero); patch_row
-  // widens them, sets nodata (NaN) to 0 (the band mean after z-score) and transposes them into the
-  // band-first output [B, p, p].
-  thread_local std::vector<char> run;
-  run.resize(p * B * elem);
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::uint64_t li = ids[k] - range.begin;
-    const SceneRows& sr = scenes[static_cast<std::size_t>(s_scene[li])];
-    const long r = s_row[li], c = s_col[li];
-    float* dst = out + k * B * pp;
-    const std::size_t row_bytes = static_cast<std::size_t>(sr.cols) * B * elem;
-    if (p == 1) {
-      to_float(sr.data.data() + (static_cast<std::size_t>(r) - sr.row0) * row_bytes + static_cast<std::size_t>(c) * B * elem, f16,
-               dst, B);
-      continue;
-    }
-    const bool cols_inside = c - h >= 0 && c + h < static_cast<long>(sr.cols);
-    for (std::size_t i = 0; i < p; ++i) {
-      long rr = r + static_cast<long>(i) - h;
-      const bool row_out = rr < 0 || rr >= static_cast<long>(sr.rows);
-      if (row_out && zero_border) {
-        for (std::size_t b = 0; b < B; ++b) std::fill_n(dst + b * pp + i * p, p, 0.0f);
-        continue;
-      }
-      if (row_out) rr = reflect_index(rr, sr.rows);
-      const char* row = sr.data.data() + (static_cast<std::size_t>(rr) - sr.row0) * row_bytes;
-      const char* src = row + static_cast<std::size_t>(c - h) * B * elem;
-      if (!cols_inside) {
-        for (std::size_t j = 0; j < p; ++j) {
-          long cc = c + static_cast<long>(j) - h;
-          char* q = run.data() + j * B * elem;
-          if (cc < 0 || cc >= static_cast<long>(sr.cols)) {
-            if (zero_border) {
-              std::memset(q, 0, B * elem);  // +0 in float16 and float32
-              continue;
-            }
-            cc = reflect_index(cc, sr.cols);
-          }
-          std::memcpy(q, row + static_cast<std::size_t>(cc) * B * elem, B * elem);
-        }
-        src = run.data();
-      }
-      patch_row(src, f16, p, B, pp, dst + i * p);
-    }
-  }
 }
 
 }  // namespace hsipipe::cache

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <cstring>
 #include <stdexcept>
@@ -190,6 +191,62 @@ std::size_t cpus_available() {
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+namespace {
+/// A whole-number file (cgroup's memory.max, memory.current): its value, or nullopt for "max" or no file.
+std::optional<std::uint64_t> read_count(const std::string& path) {
+  std::ifstream in(path);
+  std::string v;
+  if (!(in >> v) || v == "max") return std::nullopt;
+  try {
+    return std::stoull(v);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+}  // namespace
+
+std::uint64_t memory_available() {
+  std::uint64_t avail = 0;
+  {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    std::uint64_t kb = 0;
+    while (in >> key >> kb) {
+      std::getline(in, unit);
+      if (key == "MemAvailable:") {
+        avail = kb * 1024;
+        break;
+      }
+    }
+  }
+  const auto lower = [&](std::optional<std::uint64_t> limit, std::optional<std::uint64_t> used) {
+    if (!limit) return;
+    const std::uint64_t room = used && *used < *limit ? *limit - *used : (used ? 0 : *limit);
+    avail = avail == 0 ? room : std::min(avail, room);
+  };
+  std::ifstream cg("/proc/self/cgroup");
+  for (std::string line; std::getline(cg, line);) {
+    const auto c1 = line.find(':'), c2 = line.find(':', c1 + 1);
+    if (c1 == std::string::npos || c2 == std::string::npos) continue;
+    const std::string controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    std::string path = line.substr(c2 + 1);
+    if (controllers.empty()) {  // v2: every level from the process's group up to the root
+      for (;;) {
+        const std::string dir = "/sys/fs/cgroup" + (path == "/" ? std::string() : path);
+        lower(read_count(dir + "/memory.max"), read_count(dir + "/memory.current"));
+        if (path.empty() || path == "/") break;
+        path = path.substr(0, path.rfind('/'));
+      }
+    } else if ((',' + controllers + ',').find(",memory,") != std::string::npos) {
+      std::string dir = "/sys/fs/cgroup/memory" + (path == "/" ? std::string() : path);
+      if (!read_count(dir + "/memory.limit_in_bytes")) dir = "/sys/fs/cgroup/memory";  // a container sees its own group at the root
+      const auto limit = read_count(dir + "/memory.limit_in_bytes");
+      if (limit && *limit < (1ull << 60)) lower(limit, read_count(dir + "/memory.usage_in_bytes"));  // "unlimited" is ~2^63
+    }
+  }
+  return avail;
 }
 
 std::vector<std::uint8_t> cpu_mask() {

@@ -73,6 +73,12 @@ std::string node_name();
 /// CPUs this process may run on (its affinity mask: mpiexec/srun binding), at least 1.
 std::size_t cpus_available();
 
+/// Memory this process may still take, in bytes: /proc/meminfo's MemAvailable, lowered to the room left
+/// under the tightest cgroup limit above this process (cgroup v2 memory.max - memory.current at each level of
+/// its path, or v1 memory.limit_in_bytes - memory.usage_in_bytes: Slurm's --mem confines a job this way).
+/// 0 when neither is readable.
+std::uint64_t memory_available();
+
 /// This process's affinity mask (a cpu_set_t) as bytes, to gather across a node's ranks for threads_per_rank.
 std::vector<std::uint8_t> cpu_mask();
 
