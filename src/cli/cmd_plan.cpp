@@ -30,6 +30,7 @@ int run_plan(int argc, char** argv) {
       "rows", po::value<std::uint64_t>()->default_value(0), "scene rows (for the cache sizes)")(
       "cols", po::value<std::uint64_t>()->default_value(0), "scene columns (for the cache sizes)")(
       "samples", po::value<std::uint64_t>()->default_value(0), "labeled samples (for the cache sizes)")(
+      "prefetch", po::value<int>()->default_value(4), "train's --prefetch: the loader's ring slots (host memory per rank)")(
       "cache-dtype", po::value<std::string>()->default_value("float16"), "cache element type: float16 or float32")(
       "json", po::bool_switch(), "print the plan as JSON")(
       "measure", po::bool_switch(), "also run two real fp32 training steps on the CPU and report the peak RSS increase");
@@ -46,6 +47,7 @@ int run_plan(int argc, char** argv) {
   r.optimizer = p.vm["optimizer"].as<std::string>();
   r.momentum = p.vm["momentum"].as<double>();
   r.ranks = p.vm["ranks"].as<int>();
+  r.prefetch = p.vm["prefetch"].as<int>();
   r.device = p.vm["device"].as<std::string>();
   if (p.vm["measure"].as<bool>() && !p.vm["device"].defaulted() && r.device != "cpu")
     throw ConfigError("--measure runs CPU steps: it compares with the --device cpu estimate");

@@ -10,6 +10,7 @@
 #include "cli/command.hpp"
 #include "core/error.hpp"
 #include "dist/mpi.hpp"
+#include "train/host_memory.hpp"
 #include "train/models.hpp"
 #include "train/trainer.hpp"
 
@@ -35,6 +36,8 @@ train::TrainOptions train_options(const po::variables_map& vm) {
   o.threads = vm["threads"].as<int>();
   o.prefetch = vm["prefetch"].as<int>();
   o.loader = vm["loader"].as<std::string>();
+  o.host_memory_mb = train::parse_memory_mb(vm["host-memory-mb"].as<std::string>(), "--host-memory-mb", 1);
+  o.shard_memory_mb = train::parse_memory_mb(vm["shard-memory-mb"].as<std::string>(), "--shard-memory-mb", 0);
   o.augment = vm["augment"].as<std::string>();
   o.deterministic = vm["deterministic"].as<bool>();
   o.checkpoint_every = vm["checkpoint-every"].as<int>();
@@ -81,6 +84,12 @@ int run_train(int argc, char** argv) {
        "resident: the shard is copied to the device once and each batch is cut there by one gather, flips and "
        "rotations included (same values as ring). auto: resident on a GPU when the shard takes at most half of its "
        "free memory, ring otherwise")
+      ("host-memory-mb", po::value<std::string>()->default_value("auto"),
+       "host memory per rank in MiB (auto: the node's available memory, cgroup limits included, / its ranks); "
+       "a job whose ring, streaming window and model do not fit is refused before any work")
+      ("shard-memory-mb", po::value<std::string>()->default_value("auto"),
+       "largest shard read into memory, MiB (auto: the host memory left after the ring, the streaming window and "
+       "the model); a larger shard is streamed from the cache file with the same batches (0: always stream)")
       ("augment", po::value<std::string>()->default_value(d.augment), "flip,rot90 | flip | rot90 | none (patches only)")
       ("deterministic", po::bool_switch(), "deterministic algorithms (CPU: interrupted + resumed == uninterrupted)")
       ("checkpoint-every", po::value<int>()->default_value(d.checkpoint_every), "checkpoint every N epochs (0: only on SIGTERM/SIGUSR1)")

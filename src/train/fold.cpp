@@ -503,6 +503,8 @@ void FoldRun::write_scores() {
 }
 
 void FoldRun::write_results() {
+  nlohmann::json io = job_.io;  // a streamed shard's bytes read so far (cumulative over this job's folds)
+  io["streamed_bytes_read_per_rank"] = job_.world.allgatherv(std::vector<std::uint64_t>{job_.shard->streamed_bytes()});
   collective_step(job_.world, "writing fold results", [&] {
     if (!job_.root) return;
     const auto& table = job_.table;
@@ -514,7 +516,7 @@ void FoldRun::write_results() {
       const auto id = last_val_.ids[i];
       fr.predictions.push_back({id, table.scene[id], table.row[id], table.col[id], table.label[id], job_.classes.value(last_val_.pred[i])});
     }
-    fr.extra = {{"epochs", history_}, {"io", job_.io}, {"global_batch", G_}, {"steps_per_epoch", steps_},
+    fr.extra = {{"epochs", history_}, {"io", io}, {"global_batch", G_}, {"steps_per_epoch", steps_},
                 {"train_samples", n_train_}, {"batch_effective", G_}, {"train_seconds", train_s_}, {"device", job_.device.str()},
                 {"backend", dist::backend_name(job_.backend)}, {"ranks", job_.R}};
     write_fold_results(job_.opt.out, job_.run, fr, table.scenes);  // metrics.json last

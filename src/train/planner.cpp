@@ -13,6 +13,8 @@
 #include <torch/torch.h>
 
 #include "core/error.hpp"
+#include "train/host_memory.hpp"
+#include "train/loader.hpp"
 #include "train/models.hpp"
 #include "train/models/torchscript.hpp"
 
@@ -87,6 +89,24 @@ void measured_activations(const PlanRequest& r, Plan& p) {
            "parameters, gradients, optimizer state and the batch" + (m.peak_reset ? "" : " (the peak could not be reset: an upper bound)");
 }
 
+/// The cache's size per layout, and what one rank's host memory holds of it (host_memory.hpp).
+void add_cache_estimates(const PlanRequest& r, Plan& p) {
+  const std::uint64_t d = static_cast<std::uint64_t>(r.cache_dtype_bytes), b = static_cast<std::uint64_t>(r.bands);
+  const std::uint64_t pp = static_cast<std::uint64_t>(r.patch) * static_cast<std::uint64_t>(r.patch);
+  const std::uint64_t table = r.samples * 16;  // labels int32 + coords int32 x 3
+  p.caches.push_back({"pixel", r.samples * b * d + table, "[N, B]: spectral models only"});
+  p.caches.push_back({"patch", r.samples * b * pp * d + table,
+                      "[N, B, p, p]: patches cut at decode time, each neighbour's spectrum stored p^2 times"});
+  p.caches.push_back({"cube", r.rows * r.cols * b * d + table, "[H, W, B]: whole scene, patches cut by the loader"});
+  const auto ranks = static_cast<std::uint64_t>(std::max(1, r.ranks)), slots = static_cast<std::uint64_t>(r.prefetch);
+  const auto pr = static_cast<std::uint64_t>(r.patch), bpr = static_cast<std::uint64_t>(p.batch_per_rank);
+  for (const auto& c : p.caches) {
+    const std::uint64_t sp = c.layout == "patch" ? pr : 1, in = c.layout == "pixel" ? 1 : pr;
+    const std::uint64_t shard = (c.bytes + ranks - 1) / ranks;
+    p.host.push_back({c.layout, shard, slots * p.m_input, std::min(shard, slots * bpr * stored_item_bytes(c.layout, b, sp, in, d))});
+  }
+}
+
 Plan estimate(const PlanRequest& r) {
   validate(r);
   Plan p;
@@ -151,15 +171,7 @@ Plan estimate(const PlanRequest& r) {
   p.m_runtime = r.device == "cuda" ? kCudaRuntimeBytes : 0;
   p.total = p.m_param + p.m_grad + p.m_opt + p.m_act + p.m_input + p.m_workspace + p.m_runtime;
 
-  if (r.rows && r.cols && r.samples) {
-    const std::uint64_t d = static_cast<std::uint64_t>(r.cache_dtype_bytes), b = static_cast<std::uint64_t>(r.bands);
-    const std::uint64_t pp = static_cast<std::uint64_t>(r.patch) * static_cast<std::uint64_t>(r.patch);
-    const std::uint64_t table = r.samples * 16;  // labels int32 + coords int32 x 3
-    p.caches.push_back({"pixel", r.samples * b * d + table, "[N, B]: spectral models only"});
-    p.caches.push_back({"patch", r.samples * b * pp * d + table,
-                        "[N, B, p, p]: patches cut at decode time, each neighbour's spectrum stored p^2 times"});
-    p.caches.push_back({"cube", r.rows * r.cols * b * d + table, "[H, W, B]: whole scene, patches cut by the loader"});
-  }
+  if (r.rows && r.cols && r.samples) add_cache_estimates(r, p);
   return p;
 }
 
@@ -180,6 +192,8 @@ int largest_fitting(int lo, int hi, int step, F fits) {
 }  // namespace
 
 Plan make_plan(const PlanRequest& req) {
+  if (req.prefetch < 1 || req.prefetch > kMaxPrefetch)
+    throw ConfigError("--prefetch " + std::to_string(req.prefetch) + ": expected 1 .. " + std::to_string(kMaxPrefetch));
   Plan p = estimate(req);
   if (req.budget == 0 || p.total <= req.budget) return p;
   auto fits = [&](PlanRequest r) {
@@ -258,6 +272,9 @@ json to_json(const Plan& p) {
                       {"activation_bytes", l.act_bytes}, {"workspace_bytes", l.workspace_bytes}});
   json caches = json::array();
   for (const auto& c : p.caches) caches.push_back({{"layout", c.layout}, {"bytes", c.bytes}, {"note", c.note}});
+  json host = json::array();
+  for (const auto& h : p.host)
+    host.push_back({{"layout", h.layout}, {"shard_bytes", h.shard}, {"ring_bytes", h.ring}, {"window_bytes", h.window}});
   json levers = json::array();
   for (const auto& l : p.levers) levers.push_back({{"lever", l.lever}, {"change", l.change}, {"total_bytes", l.total}, {"fits", l.fits}});
   const auto& r = p.req;
@@ -286,6 +303,8 @@ json to_json(const Plan& p) {
               {"fits", r.budget == 0 ? json(nullptr) : json(p.total <= r.budget)},
               {"layers", layers},
               {"caches", caches},
+              {"host_memory_per_rank", host},
+              {"prefetch", r.prefetch},
               {"levers", levers},
               {"method", "activations from a batch-1 shape trace of the real model, scaled by the per-rank batch"}};
 }
@@ -323,6 +342,12 @@ std::string plan_text(const Plan& p) {
       << (r.cache_dtype_bytes == 2 ? "float16" : "float32") << ":\n";
     for (const auto& c : p.caches)
       o << "  " << std::left << std::setw(6) << c.layout << std::right << std::setw(12) << format_bytes(c.bytes) << "  " << c.note << "\n";
+    o << "\nHost memory per rank (" << r.ranks << " rank(s), --prefetch " << r.prefetch << "): the shard in memory, or streamed past\n"
+      << "--shard-memory-mb (then the window of pages in flight); the loader's ring either way" << (r.device == "cpu" ? "; plus the total above" : "") << ":\n";
+    o << "  " << std::left << std::setw(6) << "layout" << std::right << std::setw(12) << "shard" << std::setw(12) << "ring" << std::setw(12) << "window" << "\n";
+    for (const auto& h : p.host)
+      o << "  " << std::left << std::setw(6) << h.layout << std::right << std::setw(12) << format_bytes(h.shard) << std::setw(12)
+        << format_bytes(h.ring) << std::setw(12) << format_bytes(h.window) << "\n";
   }
   if (r.budget) {
     o << "\nBudget " << format_bytes(r.budget) << ": ";

@@ -53,6 +53,7 @@ struct PlanRequest {
   std::uint64_t rows = 0, cols = 0, samples = 0;
   int cache_dtype_bytes = 2;       ///< 2 (float16) or 4 (float32)
   std::string device = "cpu";      ///< cpu | cuda (cuda adds M_runtime)
+  int prefetch = 4;                ///< the loader's ring slots (host memory per rank)
 };
 
 struct PlanLayer {
@@ -69,6 +70,13 @@ struct CacheEstimate {
   std::string note;
 };
 
+/// Host memory of one rank for a cache layout (train/host_memory.hpp): its shard in memory, or, streamed, the
+/// pages of the batches in flight (window); the loader's ring either way. The model's own memory is total.
+struct HostEstimate {
+  std::string layout;
+  std::uint64_t shard = 0, ring = 0, window = 0;
+};
+
 struct Lever {
   std::string lever;   ///< "precision", "batch", "ranks", "patch", "bands"
   std::string change;  ///< e.g. "--precision bf16", "--batch 64", "PCA to 30 bands (--pca 30)"
@@ -83,6 +91,7 @@ struct Plan {
   std::vector<PlanLayer> layers;
   std::uint64_t m_param = 0, m_grad = 0, m_opt = 0, m_act = 0, m_input = 0, m_workspace = 0, m_runtime = 0, total = 0;
   std::vector<CacheEstimate> caches;  ///< empty unless rows, cols and samples were given
+  std::vector<HostEstimate> host;     ///< per layout of `caches`: host memory per rank
   std::vector<Lever> levers;          ///< empty unless a budget was given and the total exceeds it
   /// How the estimate was made when not by the layer trace: a TorchScript network (--model FILE) has no trace,
   /// so its activations and workspace are one measured CPU training step (fp32) at the per-rank batch.

@@ -30,6 +30,7 @@
 #include "folds/folds.hpp"
 #include "train/checkpoint.hpp"
 #include "train/cuda_streams.hpp"
+#include "train/host_memory.hpp"
 #include "train/loader.hpp"
 #include "train/metrics.hpp"
 #include "train/models.hpp"
@@ -109,6 +110,7 @@ struct Job {
   nlohmann::json preprocessing;
   RunLock run_lock;
   std::vector<std::uint64_t> bytes_per_rank;
+  HostMemory host;  ///< this rank's host memory split, decided before the shard is loaded
 
   int classes_n() const noexcept { return classes.size(); }
 };

@@ -26,6 +26,8 @@
 #include "train/run.hpp"
 #include "train/schedule.hpp"
 #include "train/models/torchscript.hpp"
+#include "train/planner.hpp"
+#include "core/dtype.hpp"
 
 namespace hsipipe::train {
 
@@ -251,12 +253,13 @@ void prepare_run_dir(const Job& job) {
 }
 
 /// auto: the device-resident batches on a GPU when the shard takes at most half of its free memory
-/// (the step's own needs stay far below the rest: `hsipipe plan`), the host ring otherwise.
+/// (the step's own needs stay far below the rest: `hsipipe plan`) and the shard is held in host memory, the
+/// host ring otherwise (a streamed shard's producers page in what each batch needs).
 std::unique_ptr<BatchSource> make_batches(const Job& job, const LoaderOptions& lopt) {
   std::string kind = job.opt.loader;
   if (kind == "auto") {
     kind = "ring";
-    if (job.device.is_cuda()) {
+    if (job.device.is_cuda() && !job.shard->streamed()) {
       const auto free = cuda_free_memory(job.device.index());
       if (free && resident_bytes(*job.shard) <= *free / 2) kind = "resident";
     }
@@ -343,13 +346,68 @@ void check_samples(const Job& job) {
 }
 }  // namespace
 
+namespace {
+/// What this rank's host memory must hold besides its shard (train/host_memory.hpp): the ring of --prefetch
+/// per-rank batches, the streaming window (stored_item_bytes per sample in flight), and on CPU the model's planned memory at the per-rank batch.
+HostMemoryRequest host_request(const Job& job) {
+  HostMemoryRequest r;
+  const auto& opt = job.opt;
+  r.local_ranks = job.local->size();
+  r.budget_given = opt.host_memory_mb >= 0;
+  r.budget = r.budget_given ? static_cast<std::uint64_t>(opt.host_memory_mb) << 20 : fs::memory_available() / static_cast<std::uint64_t>(r.local_ranks);
+  r.shard_limit_mb = opt.shard_memory_mb;
+  r.batch_per_rank = (opt.batch + job.R - 1) / job.R;
+  r.prefetch = opt.prefetch;
+  const auto B = static_cast<std::uint64_t>(job.bands), p = static_cast<std::uint64_t>(job.patch);
+  r.sample_floats = B * p * p;
+  const auto layout = job.cache->layout();
+  r.stored_item_bytes = stored_item_bytes(cache::layout_name(layout), B, layout == cache::Layout::patch ? static_cast<std::uint64_t>(job.cache->patch()) : 1,
+                                          p, dtype_size(job.cache->dtype()));
+  if (job.device.is_cuda()) {
+    r.model_note = "the model is on the device";
+  } else if (names_model_file(opt.model)) {
+    r.model_note = "a TorchScript model is not planned";
+  } else {
+    PlanRequest pr;
+    pr.model = opt.model;
+    pr.bands = job.bands;
+    pr.patch = job.patch;
+    pr.batch = static_cast<int>(opt.batch);
+    pr.classes = job.classes_n();
+    pr.precision = opt.precision;
+    pr.optimizer = opt.optimizer == "sgd" ? "sgd" : "adam";
+    pr.ranks = job.R;
+    r.model = make_plan(pr).total;
+  }
+  return r;
+}
+}  // namespace
+
+/// COLLECTIVE. Splits the host memory (refusing a job that cannot fit even streaming, before any reading),
+/// then loads the shard: read into memory within the limit, streamed from the cache file past it. Returns the
+/// seconds loading took.
+double load_shard(Job& job) {
+  collective_step(job.world, "planning host memory", [&] { job.host = plan_host_memory(host_request(job)); });
+  const double t0 = now_s();
+  collective_step(job.world, "loading the shard",
+                  [&] { job.shard.emplace(cache::Shard::load(*job.cache, job.range, job.patch, job.host.shard_limit)); });
+  const double t = now_s() - t0;
+  job.bytes_per_rank = job.world.allgatherv(std::vector<std::uint64_t>{job.shard->bytes_read()});
+  const auto streamed = job.world.allgatherv(std::vector<std::uint64_t>{job.shard->streamed() ? job.shard->shard_bytes() : 0});
+  if (job.root) {
+    job.log << host_memory_text(job.host) << " (rank 0)\n";
+    for (std::size_t r = 0; r < streamed.size(); ++r)
+      if (streamed[r])
+        job.log << "rank " << r << ": shard streamed from the cache file (" << format_bytes(streamed[r])
+                << " > its shard limit): mapped, paged in as the batches need it\n";
+  }
+  return t;
+}
+
 void load_inputs(Job& job) {
   const std::uint64_t N = job.cache->n_samples();
   job.range = split_range(N, job.R, job.rank);
-  const double t_load0 = now_s();
-  collective_step(job.world, "loading the shard", [&] { job.shard.emplace(cache::Shard::load(*job.cache, job.range, job.patch)); });
-  const double t_load = now_s() - t_load0;
-  job.bytes_per_rank = job.world.allgatherv(std::vector<std::uint64_t>{job.shard->bytes_read()});
+  const double t_load = load_shard(job);
   check_samples(job);
   job.class_of.assign(job.range.size(), -1);
   for (std::uint64_t i = job.range.begin; i < job.range.end; ++i) {
@@ -376,7 +434,10 @@ void load_inputs(Job& job) {
             {"ranks", job.R},
             {"shard_load_seconds", t_load},
             {"sample_hash_seconds_per_rank", job.world.allgatherv(std::vector<double>{job.shard->hash_seconds()})},
-            {"batches", job.batches->kind()}};
+            {"batches", job.batches->kind()},
+            {"host_memory", to_json(job.host)},
+            {"shard_bytes_per_rank", job.world.allgatherv(std::vector<std::uint64_t>{job.shard->shard_bytes()})},
+            {"shard_streamed_per_rank", job.world.allgatherv(std::vector<std::uint64_t>{job.shard->streamed() ? 1u : 0u})}};
   if (!job.root) return;
   const auto& opt = job.opt;
   job.log << "hsipipe train: " << opt.model << " on " << opt.cache << " (" << N << " samples, " << job.bands << " bands, patch "
@@ -402,6 +463,7 @@ namespace {
 // report over a --fold all run changes nothing. The I/O figures of this job (one shard load for all its
 // folds) go to RUN_DIR/io.json beside them; each fold's metrics.json also keeps them under train.io.
 void write_summary(Job& job, const nlohmann::json& fold_wall, double setup_s) {
+  const auto streamed = job.world.allgatherv(std::vector<std::uint64_t>{job.shard->streamed_bytes()});
   collective_step(job.world, "writing the summary", [&] {
     if (!job.root) return;
     const auto& opt = job.opt;
@@ -413,11 +475,17 @@ void write_summary(Job& job, const nlohmann::json& fold_wall, double setup_s) {
     io_all["folds"] = static_cast<int>(job.fold_list.size());
     io_all["setup_seconds"] = setup_s;  // from train() entry to the first fold (shard load included)
     io_all["fold_wall_seconds"] = fold_wall;
+    io_all["streamed_bytes_read_per_rank"] = streamed;
     fs::write_text_atomic(opt.out + "/io.json", io_all.dump(2) + "\n");
     const nlohmann::json summary = summarize_run(opt.out);  // writes summary.json and summary.md
     job.log << summary_markdown(summary) << "cache bytes read per rank: ";
     for (std::size_t r = 0; r < job.bytes_per_rank.size(); ++r) job.log << (r ? ", " : "") << job.bytes_per_rank[r];
-    job.log << " (one shard each, loaded once); nothing decoded\n" << std::flush;
+    job.log << " (one shard each, loaded once)";
+    if (std::any_of(streamed.begin(), streamed.end(), [](std::uint64_t b) { return b > 0; })) {
+      job.log << "; streamed from the cache file per rank: ";
+      for (std::size_t r = 0; r < streamed.size(); ++r) job.log << (r ? ", " : "") << format_bytes(streamed[r]);
+    }
+    job.log << "; nothing decoded\n" << std::flush;
   });
 }
 

@@ -71,6 +71,11 @@ struct TrainOptions {
   std::string backend = "auto";    ///< auto | nccl | mpi
   int threads = 1;                 ///< loader producer threads per rank
   int prefetch = 4;                ///< loader ring depth
+  /// Host memory per rank in MiB (-1: the node's available memory / its ranks) and the shard limit in MiB
+  /// (-1: what the budget leaves after the ring, the streaming window and the model; train/host_memory.hpp).
+  /// A larger shard is streamed from the cache file: same results, so neither is part of the identity.
+  std::int64_t host_memory_mb = -1;
+  std::int64_t shard_memory_mb = -1;
   std::string loader = "auto";     ///< auto | ring | resident (train/loader.hpp, train/resident.hpp)
   std::string augment = "none";    ///< flip,rot90 | flip | rot90 | none
   bool deterministic = false;

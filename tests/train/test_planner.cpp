@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.hpp"
+#include "train/host_memory.hpp"
 #include "train/models.hpp"
 #include "train/planner.hpp"
 
@@ -116,6 +117,54 @@ TEST_CASE("cache sizes per layout", "[planner]") {
   CHECK(p.caches[0].bytes == 54129ull * 30 * 2 + 54129ull * 16);
   CHECK(p.caches[1].bytes == 54129ull * 30 * 625 * 2 + 54129ull * 16);
   CHECK(p.caches[2].bytes == 512ull * 217 * 30 * 2 + 54129ull * 16);
+}
+
+TEST_CASE("host memory per rank: shard, ring and streaming window per layout", "[planner]") {
+  auto r = req("hybridsn", 30, 25, 64);
+  r.rows = 512;
+  r.cols = 217;
+  r.samples = 54129;
+  r.ranks = 2;
+  r.prefetch = 3;
+  const Plan p = make_plan(r);
+  REQUIRE(p.host.size() == 3);
+  const std::uint64_t page = 4096, bpr = 32;
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(p.host[i].layout == p.caches[i].layout);
+    CHECK(p.host[i].shard == (p.caches[i].bytes + 1) / 2);
+    CHECK(p.host[i].ring == 3 * bpr * (30ull * 25 * 25 * 4 + 8));  // the ring's slots hold the model's input
+  }
+  // pixel: a 60-byte spectrum spans at most 2 pages; patch: 37,500 bytes = 10 pages (+1 straddled);
+  // cube: 25 row segments of 1,500 bytes, 2 pages each
+  CHECK(p.host[0].window == 3 * bpr * 2 * page);
+  CHECK(p.host[1].window == 3 * bpr * 11 * page);
+  CHECK(p.host[2].window == std::min(p.host[2].shard, 3 * bpr * 25 * 2 * page));
+  r.prefetch = 0;
+  CHECK_THROWS_WITH(make_plan(r), Catch::Contains("--prefetch 0"));
+}
+
+TEST_CASE("host memory: the shard limit is what the budget leaves, a budget below the floor is refused", "[planner]") {
+  HostMemoryRequest q;
+  q.budget = 100ull << 20;
+  q.batch_per_rank = 32;
+  q.prefetch = 4;
+  q.sample_floats = 200;
+  q.stored_item_bytes = 8192;
+  q.model = 10ull << 20;
+  const HostMemory m = plan_host_memory(q);
+  CHECK(m.ring == 4 * 32 * (200 * 4 + 8));
+  CHECK(m.window == 4 * 32 * 8192);
+  CHECK(m.shard_limit == q.budget - m.ring - m.window - m.model);
+  q.shard_limit_mb = 3;
+  CHECK(plan_host_memory(q).shard_limit == 3ull << 20);
+  q.budget = m.floor() - 1;
+  q.budget_given = true;
+  CHECK_THROWS_WITH(plan_host_memory(q), Catch::Contains("loader ring") && Catch::Contains("--host-memory-mb"));
+  CHECK(parse_memory_mb("auto", "--x", 0) == -1);
+  CHECK(parse_memory_mb("0", "--x", 0) == 0);
+  CHECK_THROWS_AS(parse_memory_mb("0", "--x", 1), ConfigError);
+  CHECK_THROWS_AS(parse_memory_mb("12MB", "--x", 0), ConfigError);
+  CHECK_THROWS_AS(parse_memory_mb("-3", "--x", 0), ConfigError);
 }
 
 TEST_CASE("levers bring an over-budget plan within reach", "[planner]") {
