@@ -101,7 +101,7 @@ void DecodePlan::open_scene(const SceneInput& in) {
     SceneState st;
     st.input = in;
     st.input.scene.role = io::SceneSpec::Role::scene;  // a 2-D MATLAB matrix without its image size is refused
-    st.scene = io::open_scene(st.input.scene);
+    st.scene = pool.open(st.input.scene);
     // what was read, for the manifest: the default variable the reader chose, the image size it used
     if (const std::string v = st.scene->variable(); !v.empty()) st.input.scene.variable = v;
     if (const std::string sz = st.scene->image_size(); !sz.empty()) st.input.scene.set_image_size(sz, "image size");

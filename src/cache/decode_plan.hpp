@@ -19,6 +19,7 @@
 #include "core/range.hpp"
 #include "dist/mpi.hpp"
 #include "io/scene.hpp"
+#include "io/scene_pool.hpp"
 
 namespace hsipipe::cache {
 
@@ -92,6 +93,9 @@ class DecodePlan {
 
   const DecodeOptions& opts;
   const int R, rank;
+  /// The scenes' readers: opened for the header checks, then on demand (at most io::kMaxOpenScenes at once;
+  /// declared before `scenes`, whose readers it tracks)
+  io::ScenePool pool;
   std::vector<SceneState> scenes;
   int src_bands = 0;
   std::vector<int> kept;  ///< kept source bands, 0-based
