@@ -70,6 +70,7 @@ void DecodePlan::validate_options() {
 }
 
 void DecodePlan::open_scenes() {
+  ProgressLine prog = progress("opening the scenes", "scenes", opts.scenes.size());
   for (const auto& in : opts.scenes) {
     try {
       open_scene(in);
@@ -77,7 +78,9 @@ void DecodePlan::open_scenes() {
       if (in.origin.empty()) throw;
       rethrow_with_context(in.origin);
     }
+    prog.update(scenes.size());
   }
+  prog.finish();
   src_bands = static_cast<int>(scenes[0].scene->bands());
   const auto& wl0 = scenes[0].scene->band_info().wavelengths;
   for (const auto& s : scenes) {
@@ -159,6 +162,10 @@ void DecodePlan::choose_bands() {
 }
 
 void DecodePlan::validity_pass(const dist::Comm& comm, Timers& t) {
+  std::uint64_t rows_total = 0, rows_done = 0;
+  for (std::size_t s = 0; s < scenes.size(); ++s)
+    if (!scenes[s].labels) rows_total += aligned_rows(s, rank).size();
+  ProgressLine prog = progress("validity pass", "rows", rows_total);
   for (std::size_t s = 0; s < scenes.size(); ++s) {
     auto& st = scenes[s];
     if (st.labels) continue;
@@ -174,12 +181,14 @@ void DecodePlan::validity_pass(const dist::Comm& comm, Timers& t) {
         const auto t0 = Clock::now();
         st.scene->read_rows(r0, r1, buf.data());
         t.read += seconds_since(t0);
+        prog.update(rows_done += r1 - r0, s);
         for (std::size_t i = 0; i < (r1 - r0) * st.cols; ++i)
           mine.push_back(std::isnan(buf[i * static_cast<std::size_t>(src_bands) + static_cast<std::size_t>(kept[0])]) ? 0 : 1);
       }
     });
     st.valid = comm.allgatherv(mine);
   }
+  prog.finish();
 }
 
 /// The largest label a cache takes: what predict's UInt16 class map holds beside its nodata value.

@@ -88,7 +88,7 @@ class DecodePlan {
   }
   /// Progress lines of a pass of `total` units (printed on rank 0 unless --no-progress).
   ProgressLine progress(const char* pass, const char* unit, std::uint64_t total) const {
-    return ProgressLine(rank == 0 && opts.progress, pass, unit, total);
+    return ProgressLine(rank == 0 && opts.progress, pass, unit, total, opts.scenes.size());
   }
 
   const DecodeOptions& opts;
