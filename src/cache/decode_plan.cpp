@@ -131,10 +131,10 @@ void DecodePlan::choose_bands() {
     for (const auto& s : scenes) {
       const auto& bbl = s.scene->band_info().bbl;
       if (bbl.empty())
-        throw ConfigError("--bad-bands-from-header: " + s.input.scene.str() + " has no bad-band list (bbl)");
+        throw ConfigError("--bad-bands-from-header: " + s.input.scene.str() + " has no bad-band list (bbl)" + s.input.origin);
       if (bbl.size() != static_cast<std::size_t>(src_bands))
         throw ConfigError("--bad-bands-from-header: " + s.input.scene.str() + ": its bad-band list (bbl) has " +
-                          std::to_string(bbl.size()) + " entries for " + std::to_string(src_bands) + " bands");
+                          std::to_string(bbl.size()) + " entries for " + std::to_string(src_bands) + " bands" + s.input.origin);
       for (int b = 0; b < src_bands; ++b)
         if (bbl[static_cast<std::size_t>(b)] == 0) drop.push_back(b);
     }
@@ -152,7 +152,7 @@ void DecodePlan::choose_bands() {
     for (const auto& s : scenes)
       if (static_cast<std::size_t>(p) > s.rows || static_cast<std::size_t>(p) > s.cols)
         throw ConfigError("--patch " + std::to_string(p) + " is larger than scene '" + s.input.name + "' (" +
-                          std::to_string(s.rows) + " x " + std::to_string(s.cols) + ")");
+                          std::to_string(s.rows) + " x " + std::to_string(s.cols) + ")" + s.input.origin);
   }
   std::uint64_t off = 0;
   for (auto& s : scenes) {
@@ -202,7 +202,7 @@ void DecodePlan::check_label(const SceneState& st, std::size_t i) const {
     throw FormatError(st.input.labels->str(), "label",
                       "pixel (row " + std::to_string(i / st.cols) + ", col " + std::to_string(i % st.cols) + ") has label " +
                           std::to_string(st.labels->labels[i]) + ": labels must be >= 0, or the --ignore-label value (" +
-                          std::to_string(opts.ignore_label) + ") for pixels that are not samples");
+                          std::to_string(opts.ignore_label) + ") for pixels that are not samples" + st.input.origin);
   }
   // a class map (predict's GeoTIFF/ENVI output, UInt16 with a nodata value) holds labels 0 .. 65534: a larger one
   // trained for hours and was refused only by predict, naming no file
@@ -210,7 +210,7 @@ void DecodePlan::check_label(const SceneState& st, std::size_t i) const {
     throw FormatError(st.input.labels->str(), "label",
                       "pixel (row " + std::to_string(i / st.cols) + ", col " + std::to_string(i % st.cols) + ") has label " +
                           std::to_string(st.labels->labels[i]) + ": class maps store labels 0 .. " + std::to_string(kMaxLabel) +
-                          " (renumber the classes, or give this value as --ignore-label)");
+                          " (renumber the classes, or give this value as --ignore-label)" + st.input.origin);
   }
   // the label file's own count of classes (ENVI `classes = N`): a sample's id beyond it is a lying header
   // or the wrong file
@@ -219,7 +219,7 @@ void DecodePlan::check_label(const SceneState& st, std::size_t i) const {
     throw FormatError(st.input.labels->str(), "classes",
                       "pixel (row " + std::to_string(i / st.cols) + ", col " + std::to_string(i % st.cols) +
                           ") holds class id " + std::to_string(st.labels->labels[i]) + " but the header declares classes = " +
-                          std::to_string(n) + " (ids 0.." + std::to_string(n - 1) + ")");
+                          std::to_string(n) + " (ids 0.." + std::to_string(n - 1) + ")" + st.input.origin);
   }
 }
 
@@ -341,8 +341,9 @@ bool DecodePlan::is_item(int s, std::size_t r, std::size_t c, const float* px) c
   const bool is_labeled = st.labels && labeled(st, r * st.cols + c);
   // a sample must be valid data, whatever the statistics are taken over (its values would be stored as 0)
   if (is_labeled && std::isnan(px[0]))
-    throw FormatError(st.input.scene.str(), "pixel", "labeled pixel (row " + std::to_string(r) + ", col " +
-                                                         std::to_string(c) + ") is nodata, NaN or infinite in the scene");
+    throw FormatError(st.input.scene.str(), "pixel",
+                      "labeled pixel (row " + std::to_string(r) + ", col " + std::to_string(c) +
+                          ") is nodata, NaN or infinite in the scene" + st.input.origin);
   if (st.labels && opts.stats_over == StatsOver::labeled) return is_labeled;
   return !std::isnan(px[0]);
 }
