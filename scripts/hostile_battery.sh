@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/hostile_battery.sh [BUILD_DIR]: issue 35's hostile cases, one command each (items 1-16), and issue 43's
-# (rows 43.N: the item of issue 43; tests/train/test_hostile.py checks them, with variants), run on
+# (rows 43.N: the item of issue 43; tests/train/test_hostile.py checks them, with variants) and issue 46's scene
+# lists (rows 46.N; tests/cache/scene_list_test.py checks them, with variants), run on
 # synthetic scenes in a temporary directory; prints a markdown table: item, the command (run in that directory,
 # `hsipipe` = BUILD_DIR/hsipipe, default build/), its exit code, the first line of its message (the first error
 # line, else the line that answers the case) and a check made after it. About 20 s on 2 cores.
@@ -225,6 +226,17 @@ row 43.9b "hsipipe train --cache cache --folds folds.json --fold 0 --epochs 1 $T
 row 43.9c "HSIPIPE_TEST_DELAY_PUBLISH_MS=4000 timeout -s TERM 1.5 hsipipe decode --scene scene/scene.hdr --out c43b --no-progress" \
   "interrupted|error" "test -e c43b && echo 'c43b published' || echo 'nothing published'"
 row 43.9d "hsipipe folds --check scene --cache cache" error
+
+# ---------------------------------------------------------------- issue 46: scene lists
+quiet hsipipe synth --out lists/s0 --rows 8 --cols 8 --bands 20 --classes 3 --seed 4
+for i in $(seq 1 149); do cp -r lists/s0 "lists/s$i"; done
+{ echo "# 150 scenes"; for i in $(seq 0 149); do echo "s$i/scene.hdr s$i/labels.hdr s$i"; done; } >lists/all.txt
+{ echo "# four scenes, the third truncated"; for i in 0 1 2 3; do echo "t$i/scene.hdr t$i/labels.hdr t$i"; done; } >lists/four.txt
+for i in 0 1 2 3; do cp -r lists/s0 "lists/t$i"; done
+truncate -s -64 lists/t2/scene.img
+row 46.1 "mpiexec -n 2 hsipipe decode --scene-list lists/four.txt --out out46/cache --no-progress" error \
+  "grep -m1 -o 'scene list [^)]*' last.out; test -e out46 && echo left: \$(find out46) || echo '; nothing made'"
+row 46.2 "ulimit -n 64; mpiexec -n 2 hsipipe decode --scene-list lists/all.txt --out c46 --no-progress" "scene files:|error"
 unset -f row
 
 echo "| item | command | exit | message | after |"

@@ -84,14 +84,14 @@ void StatsPass::block(std::size_t bi, const Block& b, ProgressLine& prog) {
       const std::uint64_t s0 = id;
       while (id < b.s1 && static_cast<std::size_t>(table.row[id]) < r1) ++id;
       consume(scratch_, b.scene, r0, r1, s0, id);
-      prog.update(rows_done_ += r1 - r0);
+      prog.update(rows_done_ += r1 - r0, s);
     }
     return;
   }
   const RowWindow& w = ctx_.window_for(bi, b, scratch_, keep_window);
   const bool keeping = ctx_.kept.active();
   consume(w, b.scene, b.r0, b.r1, keeping ? b.s0 : 0, keeping ? b.s1 : 0);
-  prog.update(rows_done_ += b.r1 - b.r0);
+  prog.update(rows_done_ += b.r1 - b.r0, s);
 }
 
 /// Keeps the samples [s0, s1) of window w (when samples are kept).
@@ -268,7 +268,7 @@ std::vector<double> pca_pass(PassContext& ctx, const BandStats& stats, Preproces
       const auto t0 = Clock::now();
       add_block_covariance(ctx, w, b, pre, acc);
       ctx.t.compute += seconds_since(t0);
-      prog.update(rows_done += b.r1 - b.r0);
+      prog.update(rows_done += b.r1 - b.r0, static_cast<std::size_t>(b.scene));
     }
     prog.finish();
   });

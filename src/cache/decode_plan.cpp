@@ -70,6 +70,7 @@ void DecodePlan::validate_options() {
 }
 
 void DecodePlan::open_scenes() {
+  ProgressLine prog = progress("opening the scenes", "scenes", opts.scenes.size());
   for (const auto& in : opts.scenes) {
     try {
       open_scene(in);
@@ -77,7 +78,9 @@ void DecodePlan::open_scenes() {
       if (in.origin.empty()) throw;
       rethrow_with_context(in.origin);
     }
+    prog.update(scenes.size());
   }
+  prog.finish();
   src_bands = static_cast<int>(scenes[0].scene->bands());
   const auto& wl0 = scenes[0].scene->band_info().wavelengths;
   for (const auto& s : scenes) {
@@ -101,7 +104,7 @@ void DecodePlan::open_scene(const SceneInput& in) {
     SceneState st;
     st.input = in;
     st.input.scene.role = io::SceneSpec::Role::scene;  // a 2-D MATLAB matrix without its image size is refused
-    st.scene = io::open_scene(st.input.scene);
+    st.scene = pool.open(st.input.scene);
     // what was read, for the manifest: the default variable the reader chose, the image size it used
     if (const std::string v = st.scene->variable(); !v.empty()) st.input.scene.variable = v;
     if (const std::string sz = st.scene->image_size(); !sz.empty()) st.input.scene.set_image_size(sz, "image size");
@@ -128,10 +131,10 @@ void DecodePlan::choose_bands() {
     for (const auto& s : scenes) {
       const auto& bbl = s.scene->band_info().bbl;
       if (bbl.empty())
-        throw ConfigError("--bad-bands-from-header: " + s.input.scene.str() + " has no bad-band list (bbl)");
+        throw ConfigError("--bad-bands-from-header: " + s.input.scene.str() + " has no bad-band list (bbl)" + s.input.origin);
       if (bbl.size() != static_cast<std::size_t>(src_bands))
         throw ConfigError("--bad-bands-from-header: " + s.input.scene.str() + ": its bad-band list (bbl) has " +
-                          std::to_string(bbl.size()) + " entries for " + std::to_string(src_bands) + " bands");
+                          std::to_string(bbl.size()) + " entries for " + std::to_string(src_bands) + " bands" + s.input.origin);
       for (int b = 0; b < src_bands; ++b)
         if (bbl[static_cast<std::size_t>(b)] == 0) drop.push_back(b);
     }
@@ -149,7 +152,7 @@ void DecodePlan::choose_bands() {
     for (const auto& s : scenes)
       if (static_cast<std::size_t>(p) > s.rows || static_cast<std::size_t>(p) > s.cols)
         throw ConfigError("--patch " + std::to_string(p) + " is larger than scene '" + s.input.name + "' (" +
-                          std::to_string(s.rows) + " x " + std::to_string(s.cols) + ")");
+                          std::to_string(s.rows) + " x " + std::to_string(s.cols) + ")" + s.input.origin);
   }
   std::uint64_t off = 0;
   for (auto& s : scenes) {
@@ -159,6 +162,10 @@ void DecodePlan::choose_bands() {
 }
 
 void DecodePlan::validity_pass(const dist::Comm& comm, Timers& t) {
+  std::uint64_t rows_total = 0, rows_done = 0;
+  for (std::size_t s = 0; s < scenes.size(); ++s)
+    if (!scenes[s].labels) rows_total += aligned_rows(s, rank).size();
+  ProgressLine prog = progress("validity pass", "rows", rows_total);
   for (std::size_t s = 0; s < scenes.size(); ++s) {
     auto& st = scenes[s];
     if (st.labels) continue;
@@ -174,12 +181,14 @@ void DecodePlan::validity_pass(const dist::Comm& comm, Timers& t) {
         const auto t0 = Clock::now();
         st.scene->read_rows(r0, r1, buf.data());
         t.read += seconds_since(t0);
+        prog.update(rows_done += r1 - r0, s);
         for (std::size_t i = 0; i < (r1 - r0) * st.cols; ++i)
           mine.push_back(std::isnan(buf[i * static_cast<std::size_t>(src_bands) + static_cast<std::size_t>(kept[0])]) ? 0 : 1);
       }
     });
     st.valid = comm.allgatherv(mine);
   }
+  prog.finish();
 }
 
 /// The largest label a cache takes: what predict's UInt16 class map holds beside its nodata value.
@@ -193,7 +202,7 @@ void DecodePlan::check_label(const SceneState& st, std::size_t i) const {
     throw FormatError(st.input.labels->str(), "label",
                       "pixel (row " + std::to_string(i / st.cols) + ", col " + std::to_string(i % st.cols) + ") has label " +
                           std::to_string(st.labels->labels[i]) + ": labels must be >= 0, or the --ignore-label value (" +
-                          std::to_string(opts.ignore_label) + ") for pixels that are not samples");
+                          std::to_string(opts.ignore_label) + ") for pixels that are not samples" + st.input.origin);
   }
   // a class map (predict's GeoTIFF/ENVI output, UInt16 with a nodata value) holds labels 0 .. 65534: a larger one
   // trained for hours and was refused only by predict, naming no file
@@ -201,7 +210,7 @@ void DecodePlan::check_label(const SceneState& st, std::size_t i) const {
     throw FormatError(st.input.labels->str(), "label",
                       "pixel (row " + std::to_string(i / st.cols) + ", col " + std::to_string(i % st.cols) + ") has label " +
                           std::to_string(st.labels->labels[i]) + ": class maps store labels 0 .. " + std::to_string(kMaxLabel) +
-                          " (renumber the classes, or give this value as --ignore-label)");
+                          " (renumber the classes, or give this value as --ignore-label)" + st.input.origin);
   }
   // the label file's own count of classes (ENVI `classes = N`): a sample's id beyond it is a lying header
   // or the wrong file
@@ -210,7 +219,7 @@ void DecodePlan::check_label(const SceneState& st, std::size_t i) const {
     throw FormatError(st.input.labels->str(), "classes",
                       "pixel (row " + std::to_string(i / st.cols) + ", col " + std::to_string(i % st.cols) +
                           ") holds class id " + std::to_string(st.labels->labels[i]) + " but the header declares classes = " +
-                          std::to_string(n) + " (ids 0.." + std::to_string(n - 1) + ")");
+                          std::to_string(n) + " (ids 0.." + std::to_string(n - 1) + ")" + st.input.origin);
   }
 }
 
@@ -332,8 +341,9 @@ bool DecodePlan::is_item(int s, std::size_t r, std::size_t c, const float* px) c
   const bool is_labeled = st.labels && labeled(st, r * st.cols + c);
   // a sample must be valid data, whatever the statistics are taken over (its values would be stored as 0)
   if (is_labeled && std::isnan(px[0]))
-    throw FormatError(st.input.scene.str(), "pixel", "labeled pixel (row " + std::to_string(r) + ", col " +
-                                                         std::to_string(c) + ") is nodata, NaN or infinite in the scene");
+    throw FormatError(st.input.scene.str(), "pixel",
+                      "labeled pixel (row " + std::to_string(r) + ", col " + std::to_string(c) +
+                          ") is nodata, NaN or infinite in the scene" + st.input.origin);
   if (st.labels && opts.stats_over == StatsOver::labeled) return is_labeled;
   return !std::isnan(px[0]);
 }

@@ -19,6 +19,7 @@
 #include "core/range.hpp"
 #include "dist/mpi.hpp"
 #include "io/scene.hpp"
+#include "io/scene_pool.hpp"
 
 namespace hsipipe::cache {
 
@@ -87,11 +88,14 @@ class DecodePlan {
   }
   /// Progress lines of a pass of `total` units (printed on rank 0 unless --no-progress).
   ProgressLine progress(const char* pass, const char* unit, std::uint64_t total) const {
-    return ProgressLine(rank == 0 && opts.progress, pass, unit, total);
+    return ProgressLine(rank == 0 && opts.progress, pass, unit, total, opts.scenes.size());
   }
 
   const DecodeOptions& opts;
   const int R, rank;
+  /// The scenes' readers: opened for the header checks, then on demand (at most io::kMaxOpenScenes at once;
+  /// declared before `scenes`, whose readers it tracks)
+  io::ScenePool pool;
   std::vector<SceneState> scenes;
   int src_bands = 0;
   std::vector<int> kept;  ///< kept source bands, 0-based

@@ -54,6 +54,7 @@ struct Gathered {
   std::vector<double> remote;      ///< per rank: remote?, requests, fetched, decoded, retries
   std::vector<std::int32_t> kept;  ///< per rank: KeptSamples::State, staged
   std::vector<double> req_ms, blk_ms;
+  std::vector<double> readers;  ///< per rank: scene readers open at once at most, readers opened
 };
 
 /// COLLECTIVE. Remote scenes (io::Scene::remote_stats, rank-local): requests, bytes fetched vs decoded,
@@ -79,6 +80,8 @@ Gathered gather(const DecodePlan& plan, const dist::Comm& comm, const RankReport
   g.kept = comm.allgatherv(std::vector<std::int32_t>{static_cast<std::int32_t>(r.keep_state), r.staged ? 1 : 0});
   g.req_ms = comm.allgatherv(req_ms);
   g.blk_ms = comm.allgatherv(blk_ms);
+  g.readers = comm.allgatherv(
+      std::vector<double>{static_cast<double>(plan.pool.peak_open()), static_cast<double>(plan.pool.opens())});
   return g;
 }
 
@@ -180,6 +183,16 @@ void print_summary(const DecodePlan& plan, const dist::Comm& comm, const RankRep
   o << "  writes: " << mine.write_mode << "\n";
   kept_lines(o, plan, g.kept, mine.kept_window_bytes);
   remote_lines(o, g, R);
+  if (plan.scenes.size() > 1) {  // the bound of io::ScenePool, and what each rank's readers did
+    const auto count = [&](int r, std::size_t k) {
+      return static_cast<std::uint64_t>(g.readers[2 * static_cast<std::size_t>(r) + k]);
+    };
+    o << "  scene files: " << plan.scenes.size() << " scenes, at most " << plan.pool.max_open() << " open at once per rank; peak";
+    for (int r = 0; r < R; ++r) o << (r ? ", " : " ") << count(r, 0);
+    o << "; opened";
+    for (int r = 0; r < R; ++r) o << (r ? ", " : " ") << count(r, 1);
+    o << " times\n";
+  }
   std::cout << o.str() << std::flush;
 }
 

@@ -17,6 +17,7 @@
 #include "core/fs.hpp"
 #include "core/half.hpp"
 #include "core/hash.hpp"
+#include "io/scene_pool.hpp"
 
 namespace hsipipe::cache {
 
@@ -133,12 +134,13 @@ void check_sources(const nlohmann::json& m, const VerifyOptions& opts, VerifyRep
 bool open_sources(const std::string& dir, const nlohmann::json& params, const Preprocessor& pre,
                   std::vector<std::unique_ptr<io::Scene>>& scenes, std::vector<std::optional<io::LabelImage>>& labels,
                   VerifyReport& rep) {
+  io::ScenePool pool;  // hundreds of scenes: at most io::kMaxOpenScenes readers open at once (scene_pool.hpp)
   for (const auto& s : params.at("scenes")) {
     io::SceneSpec spec{s.at("path").get<std::string>(), s.value("variable", ""), s.value("axes", "hwb")};
     spec.role = io::SceneSpec::Role::scene;
     if (s.contains("image_size")) spec.set_image_size(s.at("image_size").get<std::string>(), dir + "/manifest.json: image_size");
     try {
-      scenes.push_back(io::open_scene(spec));
+      scenes.push_back(pool.open(spec));
     } catch (const Error& e) {
       rep.problems.push_back("scene " + spec.str() + ": cannot be opened for re-decoding: " + e.what());
       return false;

@@ -322,7 +322,8 @@ void WritePass::store(const Slot& s) {
   sink_.write(a_, s.first, s.n, s.placed);
   ctx_.t.write += seconds_since(tw0);
   done_ += s.n;
-  prog_->update(done_);
+  if (s.n > 0)
+    prog_->update(done_, static_cast<std::size_t>(plan_.opts.layout == Layout::cube ? a_ : plan_.table.scene[s.first]));
 }
 
 /// npy: each rank writes its own byte ranges; nothing needs the ranks in step, so a failure is checked

@@ -1,5 +1,6 @@
 // io/envi_header: the ENVI header grammar (parse and format) and header/data file discovery.
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <iterator>
 #include <cmath>
@@ -429,18 +430,22 @@ EnviFiles find_envi_files(const std::string& path) {
 }
 
 bool looks_like_envi(const std::string& path) {
+  std::string header;
   try {
     // A header is recognised by its magic alone, so that open_envi() reports a missing data file.
-    const std::string header = ends_with_ci(path, ".hdr") ? path : find_envi_files(path).header;
-    std::ifstream in(header, std::ios::binary);
-    char buf[8] = {};
-    in.read(buf, sizeof buf);
-    std::string_view head(buf, static_cast<std::size_t>(in.gcount()));
-    if (head.size() >= 3 && std::memcmp(head.data(), "\xEF\xBB\xBF", 3) == 0) head.remove_prefix(3);
-    return head.size() >= 4 && lower(head.substr(0, 4)) == "envi";
+    header = ends_with_ci(path, ".hdr") ? path : find_envi_files(path).header;
   } catch (const std::exception&) {
     return false;
   }
+  errno = 0;
+  std::ifstream in(header, std::ios::binary);
+  // out of file descriptors (ulimit -n): that error, not "not ENVI" (GDAL's loader then failed, naming itself)
+  if (!in.is_open() && (errno == EMFILE || errno == ENFILE)) throw IoError(header, "open", errno);
+  char buf[8] = {};
+  in.read(buf, sizeof buf);
+  std::string_view head(buf, static_cast<std::size_t>(in.gcount()));
+  if (head.size() >= 3 && std::memcmp(head.data(), "\xEF\xBB\xBF", 3) == 0) head.remove_prefix(3);
+  return head.size() >= 4 && lower(head.substr(0, 4)) == "envi";
 }
 
 }  // namespace hsipipe::io
