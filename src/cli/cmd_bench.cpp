@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -56,7 +57,9 @@ void bench_loader(const po::variables_map& vm, nlohmann::json& out) {
   const auto cache = cache::CacheReader::open(vm["cache"].as<std::string>());
   const Range all{0, cache.n_samples()};
   const auto t_load = std::chrono::steady_clock::now();
-  const auto shard = cache::Shard::load(cache, all, vm["patch"].as<int>());
+  const std::int64_t limit_mb = vm["shard-memory-mb"].as<std::int64_t>();
+  const auto shard = cache::Shard::load(cache, all, vm["patch"].as<int>(),
+                                        limit_mb < 0 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(limit_mb) << 20);
   const double load_s = seconds_since(t_load);
   const auto table = cache.read_sample_table();
   std::vector<std::int64_t> class_of(all.size(), 0);
@@ -97,6 +100,8 @@ void bench_loader(const po::variables_map& vm, nlohmann::json& out) {
   out["bytes_read_per_sample"] = per_sample_in;
   out["bytes_written_per_sample"] = per_sample_out;
   out["shard_load_s"] = load_s;
+  out["shard_streamed"] = shard.streamed();
+  out["streamed_bytes"] = shard.streamed_bytes();
   out["checksum_of_touched"] = touched;
   if (out.contains("memcpy_bytes_per_s")) {
     const double bound = out["memcpy_bytes_per_s"].get<double>() / (per_sample_in + per_sample_out);
@@ -114,6 +119,7 @@ int run_bench(int argc, char** argv) {
       ("batch", po::value<int>()->default_value(256), "samples per batch")
       ("batches", po::value<int>()->default_value(400), "batches to time (after 20 warm-up batches)")
       ("patch", po::value<int>()->default_value(0), "patch side for cube caches (0: the cache's)")
+      ("shard-memory-mb", po::value<std::int64_t>()->default_value(-1), "stream the shard from the cache file past this many MiB (-1: hold it; 0: always stream)")
       ("memcpy-mib", po::value<int>()->default_value(1024), "size of the memcpy bandwidth test, 0 to skip")
       ("json", "print one JSON object instead of text");
   const Parsed p = parse(argc, argv, "bench", "--cache DIR [--threads N] [--batch B]", desc);
