@@ -70,8 +70,9 @@ struct Shard::Impl {
   void gather_stored(const std::uint64_t* ids, std::size_t n, float* out) const;
   void gather_cube(const std::uint64_t* ids, std::size_t n, float* out) const;
   /// Streamed: asks the kernel for the pages of a batch before they are copied (MADV_WILLNEED), so that a
-  /// batch's reads go to the disk together; counts the stored bytes in streamed_bytes.
-  void prefetch(const std::uint64_t* ids, std::size_t n) const;
+  /// batch's reads go to the disk together (when `advise`: see Shard::gather); counts the stored bytes in
+  /// streamed_bytes either way.
+  void prefetch(const std::uint64_t* ids, std::size_t n, bool advise) const;
 };
 
 }  // namespace hsipipe::cache

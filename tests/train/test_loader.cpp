@@ -6,6 +6,7 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -62,6 +63,20 @@ void check_gather(const std::string& dir, Range range, int patch_override, int w
   }
   const std::uint64_t outside = range.end < cache.n_samples() ? range.end : 0;
   if (outside != 0 || range.begin > 0) CHECK_THROWS_AS(shard.gather(&outside, 1, out.data()), std::out_of_range);
+  // The same shard streamed (mapped, a 0-byte limit) gives the same floats, in batches of 3 over two passes:
+  // more than 16 batches, so both of gather's paths (with MADV_WILLNEED, and without it once no batch has
+  // waited on the disk) run.
+  const auto streamed = cache::Shard::load(cache, range, patch_override, 0);
+  REQUIRE(streamed.streamed());
+  std::vector<float> batch(3 * shard.sample_floats());
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::size_t k = 0; k < ids.size(); k += 3) {
+      const std::size_t n = std::min<std::size_t>(3, ids.size() - k);
+      streamed.gather(ids.data() + k, n, batch.data());
+      INFO("streamed, pass " << pass << ", from sample " << ids[k]);
+      REQUIRE(std::memcmp(batch.data(), out.data() + k * shard.sample_floats(), n * shard.sample_floats() * 4) == 0);
+    }
+  CHECK(streamed.streamed_bytes() > 0);
 }
 
 }  // namespace
