@@ -14,12 +14,17 @@
 #               holding it) and pages it in again inside epoch 1 where the page cache has dropped it; both
 #               figures are printed, with epoch 1's samples/s.
 # Also `hsipipe bench` (the loader alone, no model) held against streamed, from the page cache.
+# Larger than memory (root with a writable memory cgroup, v1 or v2; BENCH_BIG_ROWS=0 skips it): hu1d on a pixel
+# cache of BENCH_BIG_ROWS^2 pixels (1400: 1.1 GB of samples) trained 2 epochs in a cgroup of BENCH_CGROUP_MB
+# (800) MiB, where the shards cannot be held and the page cache cannot keep them (auto: --shard-memory-mb is
+# not given), against the same run held in memory outside the cgroup; their predictions.csv must be the same.
 # Goal: streaming from the page cache >= 0.8x in-memory samples/s.
 #   HSIPIPE_BIN   the executable (default build/hsipipe)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/mpi_env.sh
 BIN=${HSIPIPE_BIN:-build/hsipipe}
+BIG_ROWS=${BENCH_BIG_ROWS:-1400} CG_MB=${BENCH_CGROUP_MB:-800}
 REPEAT=${BENCH_REPEAT:-2} HU_ROWS=${BENCH_HU_ROWS:-300} HY_ROWS=${BENCH_HY_ROWS:-120} EPOCHS=${BENCH_EPOCHS:-3}
 [ -x "$BIN" ] || { echo "bench_stream: $BIN not found: run scripts/setup.sh first (or set HSIPIPE_BIN)" >&2; exit 2; }
 BIN=$(realpath "$BIN")
@@ -91,13 +96,48 @@ print('  streamed run: shard bytes per rank', io['shard_bytes_per_rank'], 'read 
 bench_loader() {  # CACHE
   local cache=$1 h=() s=() j
   for _ in $(seq "$REPEAT"); do
-    j=$("$BIN" bench --cache "$T/$cache" --json --threads 2 --memcpy-mib 0); h+=("$(echo "$j" | sed -n 's/.*"samples_per_s":\([0-9.e+]*\).*/\1/p')")
-    j=$("$BIN" bench --cache "$T/$cache" --json --threads 2 --memcpy-mib 0 --shard-memory-mb 0)
+    j=$("$BIN" bench --cache "$T/$cache" --json --threads 2 --memcpy-mib 0 --batches 4000); h+=("$(echo "$j" | sed -n 's/.*"samples_per_s":\([0-9.e+]*\).*/\1/p')")
+    j=$("$BIN" bench --cache "$T/$cache" --json --threads 2 --memcpy-mib 0 --batches 4000 --shard-memory-mb 0)
     echo "$j" | grep -q '"shard_streamed":true' || { echo "bench did not stream" >&2; exit 1; }
     s+=("$(echo "$j" | sed -n 's/.*"samples_per_s":\([0-9.e+]*\).*/\1/p')")
   done
   printf '== loader alone (hsipipe bench, 2 threads, batch 256) on %s: in memory %.0f, streamed %.0f samples/s: %.2fx\n' \
     "$cache" "$(best "${h[@]}")" "$(best "${s[@]}")" "$(awk -v a="$(best "${s[@]}")" -v b="$(best "${h[@]}")" 'BEGIN { print a / b }')"
+}
+
+# a memory cgroup of CG_MB MiB (v2, else v1) in $CG, its limit file in $CG_LIMIT; CG empty when none can be made
+make_cgroup() {
+  CG= CG_LIMIT=
+  [ "$(id -u)" = 0 ] || return 0
+  if [ -w /sys/fs/cgroup/cgroup.subtree_control ] && grep -qw memory /sys/fs/cgroup/cgroup.controllers 2> /dev/null; then
+    CG=/sys/fs/cgroup/hsipipe-bench-$$ CG_LIMIT=memory.max
+  elif [ -d /sys/fs/cgroup/memory ] && [ -w /sys/fs/cgroup/memory ]; then
+    CG=/sys/fs/cgroup/memory/hsipipe-bench-$$ CG_LIMIT=memory.limit_in_bytes
+  else return 0; fi
+  mkdir -p "$CG" && echo $((CG_MB << 20)) > "$CG/$CG_LIMIT" || CG=
+}
+
+bench_bigger_than_memory() {
+  make_cgroup
+  if [ -z "$CG" ]; then echo "== larger than memory: skipped (needs root and a writable memory cgroup)"; return; fi
+  trap 'rmdir "$CG" 2> /dev/null; rm -rf "$T"' EXIT
+  make_cache big "$BIG_ROWS" 200 --layout pixel --dtype float32
+  rm -rf "$T/big-scene"
+  echo "== hu1d on big, 2 ranks, batch 64, 2 epochs, fold 0 of 5: held in memory (no limit) against auto in a $CG_MB MiB cgroup"
+  local saved=$EPOCHS; EPOCHS=2
+  cat "$T/big"/samples* > /dev/null
+  train big hu1d "$T/run-held" mem
+  sync; echo 1 > /proc/sys/vm/drop_caches 2> /dev/null || true
+  rm -rf "$T/run-cg"
+  (echo "$BASHPID" > "$CG/cgroup.procs"
+   exec mpiexec --oversubscribe -n 2 "$BIN" train --cache "$T/big" --folds "$T/big.json" --model hu1d --fold 0 --epochs 2 \
+     --batch 64 --device cpu --out "$T/run-cg") > "$T/run-cg.log" 2>&1 || { tail -20 "$T/run-cg.log"; exit 1; }
+  EPOCHS=$saved
+  grep -E "^host memory|shard streamed" "$T/run-cg.log" | sed 's/^/  /'
+  cmp -s "$T/run-held/fold-0/predictions.csv" "$T/run-cg/fold-0/predictions.csv" \
+    || { echo "predictions differ between the held and the streamed run" >&2; exit 1; }
+  printf '  held, page cache: %9.1f samples/s (epochs 1-2); streamed in %s MiB: %9.1f samples/s: %.2fx; predictions.csv identical\n' \
+    "$(rate "$T/run-held" 1)" "$CG_MB" "$(rate "$T/run-cg" 1)" "$(awk -v a="$(rate "$T/run-cg" 1)" -v b="$(rate "$T/run-held" 1)" 'BEGIN { print a / b }')"
 }
 
 echo "== in $T (drop caches: $([ "$CAN_DROP" = 1 ] && echo yes || echo no)), $(nproc) cores"
@@ -107,3 +147,4 @@ bench_loader pixel
 bench_loader patch
 bench_model pixel hu1d
 bench_model patch hybridsn
+[ "$BIG_ROWS" = 0 ] || bench_bigger_than_memory

@@ -3,14 +3,13 @@
 //   mpiexec -n R hsipipe decode --scene a.hdr --labels a_gt.hdr --layout patch --patch 5 --out cache/a
 #include <filesystem>
 #include <iostream>
-#include <map>
-#include <sstream>
 
 #include "cache/decode.hpp"
 #include "cache/sink.hpp"
 #include "io/scene.hpp"
 #include "cli/collective_errors.hpp"
 #include "cli/command.hpp"
+#include "cli/scene_list.hpp"
 #include "core/big_alloc.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -81,55 +80,10 @@ std::vector<cache::SceneInput> command_line_scenes(const po::variables_map& vm, 
   return out;
 }
 
-/// A relative local path of a list or config file, resolved against that file's folder.
-std::string relative_to(const std::string& value, const std::string& base) {
-  io::SceneSpec s = io::SceneSpec::parse(value);
-  if (s.path.empty() || s.path.find("://") != std::string::npos || std::filesystem::path(s.path).is_absolute()) return value;
-  return (std::filesystem::path(base) / value).string();
-}
-
-/// One line of a scene list: SCENE[:VAR] [LABELS[:VAR]|-] [NAME] (whitespace-separated); `where` names the line.
-cache::SceneInput scene_list_line(const std::vector<std::string>& t, const std::string& base, const std::string& where,
-                                  const std::string& axes, const std::string& image_size) {
-  if (t.size() > 3) throw ConfigError(where + ": expected SCENE[:VAR] [LABELS[:VAR]|-] [NAME], found " + std::to_string(t.size()) + " fields");
-  cache::SceneInput in;
-  in.scene = io::SceneSpec::parse(relative_to(t[0], base));
-  in.scene.axes = axes;
-  if (!image_size.empty()) in.scene.set_image_size(image_size, "--image-size");
-  if (t.size() >= 2 && t[1] != "-") {
-    in.labels = io::SceneSpec::parse(relative_to(t[1], base));
-    in.labels->axes = axes;
-  }
-  in.name = t.size() == 3 ? t[2] : std::filesystem::path(in.scene.path).stem().string();
-  in.origin = " (" + where + ")";
-  return in;
-}
-
-/// The scenes of --scene-list FILE (or INI scene_list): one a line, `#` comments and blank lines skipped, paths
-/// relative to FILE; labels for every scene or none; names unique. Each scene's errors name its line.
+/// The scenes of --scene-list FILE (or INI scene_list), cli/scene_list.hpp; each scene's errors name its line.
 std::vector<cache::SceneInput> scene_list(const std::string& path, const std::string& axes, const std::string& image_size) {
-  const std::string text = fs::read_text(path);
-  const std::string base = std::filesystem::path(path).parent_path().string();
   std::vector<cache::SceneInput> out;
-  std::map<std::string, std::size_t> names;
-  std::istringstream lines(text);
-  std::string line;
-  for (std::size_t n = 1; std::getline(lines, line); ++n) {
-    if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
-    std::istringstream fields(line);
-    std::vector<std::string> t;
-    for (std::string f; fields >> f;) t.push_back(f);
-    if (t.empty()) continue;
-    const std::string where = "scene list " + path + " line " + std::to_string(n);
-    out.push_back(scene_list_line(t, base.empty() ? "." : base, where, axes, image_size));
-    if (!names.emplace(out.back().name, n).second)
-      throw ConfigError(where + ": scene name '" + out.back().name + "' is already line " + std::to_string(names[out.back().name]) +
-                        "'s (give a NAME as the third field)");
-    if (out.back().labels.has_value() != out.front().labels.has_value())
-      throw ConfigError(where + ": " + (out.back().labels ? "gives labels, but the first scene has none" : "gives no labels, but the first scene has them") +
-                        " (labels for every scene, or for none: a prediction cache)");
-  }
-  if (out.empty()) throw ConfigError("--scene-list " + path + ": no scene (only comments or blank lines)");
+  for (auto& l : read_scene_list(path, axes, image_size)) out.push_back({std::move(l.name), std::move(l.scene), std::move(l.labels), std::move(l.origin)});
   return out;
 }
 
@@ -194,10 +148,7 @@ std::vector<cache::SceneInput> choose_scenes(const Parsed& p, const std::string&
   if (has_list) {
     for (const char* opt : {"labels", "name"})
       if (p.vm.count(opt)) throw ConfigError(std::string("decode: --") + opt + " pairs with --scene; a scene list gives labels and names on each line");
-    std::string list = p.vm["scene-list"].as<std::string>();
-    if (!p.config_path.empty() && std::filesystem::path(list).is_relative() && !std::filesystem::exists(list))
-      list = (std::filesystem::path(p.config_path).parent_path() / list).string();  // relative to the INI file
-    return scene_list(list, axes, image_size);
+    return scene_list(scene_list_path(p), axes, image_size);
   }
   return p.vm.count("scene") ? command_line_scenes(p.vm, axes, image_size) : config_scenes(p, axes, image_size);
 }

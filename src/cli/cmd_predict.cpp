@@ -8,6 +8,7 @@
 
 #include "cli/collective_errors.hpp"
 #include "cli/command.hpp"
+#include "cli/scene_list.hpp"
 #include "core/error.hpp"
 #include "core/outputs.hpp"
 #include "dist/mpi.hpp"
@@ -16,7 +17,8 @@
 namespace hsipipe::cli {
 namespace {
 
-/// The scenes of the command line (--scene, with --labels / --name in the same order), else of the config's
+/// The scenes of --scene-list FILE (cli/scene_list.hpp), else of the command line (--scene, with --labels / --name
+/// in the same order), else of the config's
 /// [scene.NAME] sections (path, labels, variable, axes, image_size; relative paths against the working
 /// directory, then the config file's folder).
 std::vector<train::PredictScene> scenes_of(const Parsed& p) {
@@ -24,6 +26,15 @@ std::vector<train::PredictScene> scenes_of(const Parsed& p) {
   std::vector<train::PredictScene> out;
   const auto list = [&](const char* k) { return vm.count(k) ? vm[k].as<std::vector<std::string>>() : std::vector<std::string>{}; };
   const auto stem = [](const io::SceneSpec& s) { return std::filesystem::path(s.path).stem().string(); };
+  if (vm.count("scene-list")) {
+    if (vm.count("scene") || !p.sections.empty())
+      throw ConfigError("predict: --scene-list " + vm["scene-list"].as<std::string>() + " and " +
+                        (vm.count("scene") ? std::string("--scene") : "[scene.NAME] sections of " + p.config_path) + " both give scenes: give them one way");
+    for (const char* opt : {"labels", "name", "only"})
+      if (vm.count(opt)) throw ConfigError(std::string("predict: --") + opt + " does not go with --scene-list (its lines give labels and names)");
+    for (auto& l : read_scene_list(scene_list_path(p))) out.push_back({std::move(l.scene), std::move(l.name), std::move(l.labels), std::move(l.origin)});
+    return out;
+  }
   if (vm.count("scene")) {
     const auto scenes = list("scene"), labels = list("labels"), names = list("name");
     if (!labels.empty() && labels.size() != scenes.size())
@@ -73,6 +84,7 @@ int run_predict(int argc, char** argv) {
       ("fold", po::value<int>(), "map with this fold's final model")
       ("ensemble", po::bool_switch(), "map with all k folds' final models, averaging their softmax scores (the default without --fold)")
       ("scene", po::value<std::vector<std::string>>()->multitoken(), "PATH[:VAR] of a scene to map (repeatable); default: the config's [scene.NAME] sections")
+      ("scene-list", po::value<std::string>(), "FILE: the scenes to map, one a line, SCENE[:VAR] [LABELS[:VAR]|-] [NAME], # comments, paths relative to FILE (INI: scene_list; as decode's)")
       ("labels", po::value<std::vector<std::string>>()->multitoken(), "reference labels of each --scene, in order: the map's accuracy on them")
       ("name", po::value<std::vector<std::string>>()->multitoken(), "output name of each --scene, in order (default: the file's stem)")
       ("only", po::value<std::vector<std::string>>()->multitoken(), "map only these [scene.NAME] sections of --config (repeatable; default: all)")
@@ -83,7 +95,7 @@ int run_predict(int argc, char** argv) {
       ("force", po::bool_switch(), "replace the earlier maps of a scene of the same name in --out")
       ("quiet", po::bool_switch(), "no summary line per scene");
   const Parsed a = parse(argc, argv, "predict",
-                         "--run RUN_DIR [--fold I | --ensemble] --scene PATH[:VAR] ... --out DIR [options]\n"
+                         "--run RUN_DIR [--fold I | --ensemble] (--scene PATH[:VAR] ... | --scene-list FILE) --out DIR [options]\n"
                          "       (under mpiexec -n R: ranks split the rows; the map is the same for any R)",
                          desc);
   if (a.help) return 0;

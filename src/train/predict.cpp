@@ -188,6 +188,16 @@ SceneInput open_scene_checked(const PredictScene& ps, const RunSpec& r, const ca
   return in;
 }
 
+/// open_scene_checked, with the scene's list line (if any) appended to its errors.
+SceneInput open_listed(const PredictScene& ps, const RunSpec& r, const cache::Preprocessor& pre) {
+  try {
+    return open_scene_checked(ps, r, pre);
+  } catch (...) {
+    if (ps.origin.empty()) throw;
+    rethrow_with_context(ps.origin);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Mapping one scene
 
@@ -497,11 +507,16 @@ int predict(const PredictOptions& o, const dist::Comm& world, std::ostream& log)
   Models m;
   collective_step(world, "loading the models", [&] { m = load_models(r, o, local); });
   if (world.rank() == 0 && !o.quiet && !m.device.is_cuda()) log << reference_blas_note();
-  std::vector<SceneInput> scenes(o.scenes.size());
-  collective_step(world, "opening the scenes", [&] {
-    for (std::size_t i = 0; i < o.scenes.size(); ++i) scenes[i] = open_scene_checked(o.scenes[i], r, m.pre);
+  // Every scene is checked before any is mapped (a bad one on line 250 of a list fails now, not hours on), but
+  // only the one being mapped is held open: a list of hundreds of scenes keeps a few files open, and one
+  // label raster in memory.
+  collective_step(world, "checking the scenes", [&] {
+    for (const auto& ps : o.scenes) (void)open_listed(ps, r, m.pre);
   });
-  for (const auto& in : scenes) {
+  for (std::size_t i = 0; i < o.scenes.size(); ++i) {
+    SceneInput in;
+    collective_step(world, "opening scene " + o.scenes[i].name, [&] { in = open_listed(o.scenes[i], r, m.pre); });
+    if (world.rank() == 0 && !o.quiet && o.scenes.size() > 1) log << "scene " << i + 1 << "/" << o.scenes.size() << ": " << in.name << "\n" << std::flush;
     const json rec = predict_scene(world, m, in, r, o);
     if (world.rank() != 0 || o.quiet) continue;
     log << "hsipipe predict: " << in.name << " (" << in.scene->rows() << " x " << in.scene->cols() << ") with " << r.model

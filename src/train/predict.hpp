@@ -43,6 +43,7 @@ struct PredictScene {
   io::SceneSpec scene;
   std::string name;                   ///< output file prefix (default: the file's stem)
   std::optional<io::SceneSpec> labels;  ///< optional reference labels: the map's accuracy on them
+  std::string origin;                 ///< " (scene list FILE line N)", appended to errors about it; or empty
 };
 
 struct PredictOptions {
