@@ -621,6 +621,7 @@ def report(args, data):
     out += machine_section(m) + [""]
     # the GPU node's section: measured on a device machine by scripts/device_check.sh, kept from the last page
     out += S + predict + remote + kept_section(args.remote_from, GPU_HEADING)
+    out += hand_sections(args.remote_from, out)
     with open(args.out, "w") as fh:
         fh.write("\n".join(out).rstrip() + "\n")
     if args.json:
@@ -673,6 +674,19 @@ def remote_section(args, data):
                 "and each rank has its own, so the aggregate can exceed the emulated link.", "",
                 head.strip(), ""] + table + [""]
     return kept_section(args.remote_from, "## Remote scenes")
+
+
+def hand_sections(src, out):
+    """The sections of page `src` that this report does not write (the figures of other scripts, recorded by hand
+    with their date and command: bench_stream.sh, bench_scene_list.sh, the networks' runs), verbatim, in their order."""
+    if not src or not os.path.exists(src):
+        return []
+    mine = {line for line in out if line.startswith("## ")}
+    kept = []
+    for heading in (line for line in open(src).read().splitlines() if line.startswith("## ")):
+        if heading not in mine:
+            kept += kept_section(src, heading)
+    return kept
 
 
 def kept_section(src, heading):
