@@ -388,6 +388,15 @@ HostMemoryRequest host_request(const Job& job) {
 /// seconds loading took.
 double load_shard(Job& job) {
   collective_step(job.world, "planning host memory", [&] { job.host = plan_host_memory(host_request(job)); });
+  if (job.root) {  // before the load: a job the kernel ends while loading has said what it planned
+    job.log << host_memory_text(job.host) << " (rank 0)\n";
+    const std::uint64_t left = job.host.req.budget - job.host.floor();
+    if (job.host.req.shard_limit_mb >= 0 && job.host.shard_limit > left)
+      job.log << "warning: --shard-memory-mb holds shards up to " << format_bytes(job.host.shard_limit) << " in memory, more than the "
+              << format_bytes(left) << " a rank has left for one (host memory less ring, window and model): a larger shard "
+              << "held may run the node out of memory; leave --shard-memory-mb at auto to stream it\n";
+    job.log << std::flush;
+  }
   const double t0 = now_s();
   collective_step(job.world, "loading the shard",
                   [&] { job.shard.emplace(cache::Shard::load(*job.cache, job.range, job.patch, job.host.shard_limit)); });
@@ -395,7 +404,6 @@ double load_shard(Job& job) {
   job.bytes_per_rank = job.world.allgatherv(std::vector<std::uint64_t>{job.shard->bytes_read()});
   const auto streamed = job.world.allgatherv(std::vector<std::uint64_t>{job.shard->streamed() ? job.shard->shard_bytes() : 0});
   if (job.root) {
-    job.log << host_memory_text(job.host) << " (rank 0)\n";
     for (std::size_t r = 0; r < streamed.size(); ++r)
       if (streamed[r])
         job.log << "rank " << r << ": shard streamed from the cache file (" << format_bytes(streamed[r])

@@ -83,6 +83,9 @@ def refusal(w):
     check("host memory" in msg and "loader ring" in msg and "streaming window" in msg and "--host-memory-mb" in msg
           and "hash" not in msg.lower() and not os.path.exists(f"{w}/nofit/fold-0"),
           "--host-memory-mb 1: refused (exit 2) with the ring, window and model figures, before any fold work")
+    msg = train(w, "patch_npy", "over", "--host-memory-mb", "64", "--shard-memory-mb", "4096")
+    check("warning: --shard-memory-mb holds shards up to 4.00 GiB" in msg and "host memory per rank: 64.00 MiB" in msg,
+          "--shard-memory-mb above what the host memory leaves: a warning before the load, naming the option")
     msg = train(w, "patch_npy", "badopt", "--shard-memory-mb", "lots", expect=2)
     check("--shard-memory-mb lots" in msg, "--shard-memory-mb lots: refused, naming the option")
 
