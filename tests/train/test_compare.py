@@ -15,30 +15,15 @@ Run by ctest (HSIPIPE_BIN set).
 import glob
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
 import matplotlib.image as mpimg
 import numpy as np
 from scipy import stats
 
 BIN = os.environ["HSIPIPE_BIN"]
-
-
-def run(args, ranks=1, expect=0):
-    cmd = ([] if ranks == 1 else ["mpiexec", "-n", str(ranks), "--oversubscribe"]) + [BIN] + args
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if (expect == 0) != (p.returncode == 0) or (expect not in (0, None) and p.returncode != expect):
-        sys.exit(f"FAIL: {' '.join(cmd)}: exit {p.returncode}, expected {expect}\n{p.stdout}\n{p.stderr}")
-    return p.stdout + p.stderr
-
-
-def check(cond, what):
-    if not cond:
-        sys.exit("FAIL: " + what)
-    print("ok:", what)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from hsitest import run, check, in_temp_dir  # noqa: E402
 
 
 def close(a, b, tol=1e-9):
@@ -137,12 +122,7 @@ def body(w):
 
 
 def main():
-    w = tempfile.mkdtemp(prefix="hsipipe-compare-")
-    try:
-        body(w)
-    finally:
-        shutil.rmtree(w, ignore_errors=True)
-    print("PASS")
+    in_temp_dir("hsipipe-compare-", body)
 
 
 if __name__ == "__main__":

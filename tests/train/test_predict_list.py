@@ -15,7 +15,6 @@ Run by ctest (HSIPIPE_BIN set).
 import json
 import re
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -23,28 +22,9 @@ import h5py
 import numpy as np
 
 BIN = os.environ["HSIPIPE_BIN"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from hsitest import run, check, read  # noqa: E402
 N = 60
-
-
-def run(args, ranks=1, expect=0, ulimit=None):
-    cmd = ([] if ranks == 1 else ["mpiexec", "-n", str(ranks), "--oversubscribe"]) + [BIN] + args
-    if ulimit:
-        cmd = ["bash", "-c", f"ulimit -n {ulimit} && exec \"$@\"", "bash"] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if (expect == 0) != (p.returncode == 0):
-        sys.exit(f"FAIL: {' '.join(cmd)}: exit {p.returncode}, expected {'0' if expect == 0 else 'non-zero'}\n{p.stdout}\n{p.stderr}")
-    return p.stdout + p.stderr
-
-
-def check(cond, what):
-    if not cond:
-        sys.exit("FAIL: " + what)
-    print("ok:", what)
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def to_hdf5(d):
@@ -104,12 +84,12 @@ def main():
         with open(f"{w}/bad.txt", "w") as f:
             f.write("\n".join(bad) + "\n")
         out = run(["predict", "--run", f"{w}/run", "--fold", "0", "--scene-list", f"{w}/bad.txt", "--device", "cpu",
-                   "--out", f"{w}/badmaps"], ranks=2, expect=1)
+                   "--out", f"{w}/badmaps"], ranks=2, expect=3)
         check("s3/scene" in out and f"scene list {w}/bad.txt line 5" in out, "a truncated scene on line 5: the error names its file and line")
         check(not os.path.exists(f"{w}/badmaps") or not any(n.endswith("_class.img") for n in os.listdir(f"{w}/badmaps")),
               "no scene of that list was mapped (every scene is checked first)")
         out = run(["predict", "--run", f"{w}/run", "--scene-list", f"{w}/bad.txt", "--scene", f"{w}/scenes/s0/scene.hdr",
-                   "--out", f"{w}/x"], expect=1)
+                   "--out", f"{w}/x"], expect=2)
         check("both give scenes" in out, "--scene-list with --scene is refused")
 
 

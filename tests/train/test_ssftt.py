@@ -10,36 +10,16 @@ Run by ctest (HSIPIPE_BIN, HSIPIPE_SOURCE_DIR set).
 """
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import torch
 
 BIN = os.environ["HSIPIPE_BIN"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from hsitest import run, check, softmax, in_temp_dir  # noqa: E402
 sys.path.insert(0, os.path.join(os.environ["HSIPIPE_SOURCE_DIR"], "scripts"))
 import hsipipe_models as hm  # noqa: E402
-
-
-def run(args, ranks=1, expect=0):
-    cmd = ([] if ranks == 1 else ["mpiexec", "-n", str(ranks), "--oversubscribe"]) + [BIN] + args
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if (expect == 0) != (p.returncode == 0) or (expect not in (0, None) and p.returncode != expect):
-        sys.exit(f"FAIL: {' '.join(cmd)}: exit {p.returncode}, expected {expect}\n{p.stdout}\n{p.stderr}")
-    return p.stdout + p.stderr
-
-
-def check(cond, what):
-    if not cond:
-        sys.exit("FAIL: " + what)
-    print("ok:", what)
-
-
-def softmax(z):
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
 
 
 def body(w):
@@ -80,12 +60,7 @@ def body(w):
 
 def main():
     torch.set_num_threads(1)
-    w = tempfile.mkdtemp(prefix="hsipipe-ssftt-")
-    try:
-        body(w)
-    finally:
-        shutil.rmtree(w, ignore_errors=True)
-    print("PASS")
+    in_temp_dir("hsipipe-ssftt-", body)
 
 
 if __name__ == "__main__":

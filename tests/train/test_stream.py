@@ -15,31 +15,11 @@ Run by ctest (HSIPIPE_BIN set).
 """
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
 BIN = os.environ["HSIPIPE_BIN"]
-
-
-def run(args, ranks=1, expect=0):
-    cmd = ([] if ranks == 1 else ["mpiexec", "-n", str(ranks), "--oversubscribe"]) + [BIN] + args
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if (expect == 0) != (p.returncode == 0) or (expect not in (0, None) and p.returncode != expect):
-        sys.exit(f"FAIL: {' '.join(cmd)}: exit {p.returncode}, expected {expect}\n{p.stdout}\n{p.stderr}")
-    return p.stdout + p.stderr
-
-
-def check(cond, what):
-    if not cond:
-        sys.exit("FAIL: " + what)
-    print("ok:", what)
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from hsitest import run, check, read, in_temp_dir  # noqa: E402
 
 
 def train(w, cache, out, *extra, expect=0):
@@ -100,12 +80,7 @@ def body(w):
 
 
 def main():
-    w = tempfile.mkdtemp(prefix="hsipipe-stream-")
-    try:
-        body(w)
-    finally:
-        shutil.rmtree(w, ignore_errors=True)
-    print("PASS")
+    in_temp_dir("hsipipe-stream-", body)
 
 
 if __name__ == "__main__":
