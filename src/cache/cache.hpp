@@ -176,7 +176,8 @@ class Shard {
   /// cube the rows of each scene covering those samples +- p/2. Rank-local. A shard whose bytes exceed
   /// `memory_limit` is streamed instead: its arrays are mapped from the cache file (map_items), read once
   /// through the mapping for the checksum, and gather() then reads the pages its batches need (the
-  /// loader's producer threads, ahead of the training loop, asking the kernel for a batch's pages first).
+  /// loader's producer threads, ahead of the training loop, asking the kernel for a batch's pages first
+  /// while they come from the disk: see gather() in shard_gather.cpp).
   /// The bytes gather() sees are the file's either way: the same batches, bit for bit.
   static Shard load(const CacheReader& cache, Range range, int patch_override = 0,
                     std::uint64_t memory_limit = std::numeric_limits<std::uint64_t>::max());
