@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/hostile_battery.sh [BUILD_DIR]: issue 35's hostile cases, one command each (items 1-16), and issue 43's
 # (rows 43.N: the item of issue 43; tests/train/test_hostile.py checks them, with variants) and issue 46's scene
-# lists (rows 46.N; tests/cache/scene_list_test.py checks them, with variants), run on
+# lists (rows 46.N; tests/cache/scene_list_test.py and tests/train/test_predict_list.py check them, with
+# variants), run on
 # synthetic scenes in a temporary directory; prints a markdown table: item, the command (run in that directory,
 # `hsipipe` = BUILD_DIR/hsipipe, default build/), its exit code, the first line of its message (the first error
 # line, else the line that answers the case) and a check made after it. About 20 s on 2 cores.
@@ -237,6 +238,12 @@ truncate -s -64 lists/t2/scene.img
 row 46.1 "mpiexec -n 2 hsipipe decode --scene-list lists/four.txt --out out46/cache --no-progress" error \
   "grep -m1 -o 'scene list [^)]*' last.out; test -e out46 && echo left: \$(find out46) || echo '; nothing made'"
 row 46.2 "ulimit -n 64; mpiexec -n 2 hsipipe decode --scene-list lists/all.txt --out c46 --no-progress" "scene files:|error"
+quiet hsipipe synth --out s46p --rows 30 --cols 30 --bands 20 --classes 3 --seed 5
+quiet hsipipe decode --scene s46p/scene.hdr --labels s46p/labels.hdr --out c46p --no-progress
+quiet hsipipe folds --cache c46p --k 2 --out f46p.json
+quiet hsipipe train --cache c46p --folds f46p.json --fold 0 --epochs 1 $TR --out r46p
+row 46.3 "mpiexec -n 2 hsipipe predict --run r46p --fold 0 --scene-list lists/four.txt --out maps46" error \
+  "echo maps written: \$(ls maps46 2>/dev/null | grep -c _class.img)"
 unset -f row
 
 echo "| item | command | exit | message | after |"
