@@ -88,8 +88,9 @@ std::uint64_t Decoder::bytes_read() const {
 /// COLLECTIVE. Every rank, identical and deterministic: options checked, inputs opened, parameters known;
 /// errors here precede any write.
 void Decoder::setup() {
-  collective_step(comm_, "decode setup", [&] {
-    plan_.open();
+  collective_step(comm_, "decode setup", [&] { plan_.open(); });
+  plan_.share_labels(comm_);
+  collective_step(comm_, "decode parameters", [&] {
     DecodeOptions read = opts_;  // with the variables and image sizes the readers used
     for (std::size_t i = 0; i < plan_.scenes.size(); ++i) read.scenes[i] = plan_.scenes[i].input;
     params_ = decode_params_json(read);  // after DecodePlan::open, which names a bad --drop-bands first

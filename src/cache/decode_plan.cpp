@@ -112,7 +112,7 @@ void DecodePlan::open_scene(const SceneInput& in) {
     st.cols = st.scene->cols();
     if (st.rows == 0 || st.cols == 0 || st.scene->bands() == 0)
       throw FormatError(in.scene.str(), "dimensions", "the scene is empty");
-    if (in.labels) {
+    if (in.labels && rank == 0) {  // the other ranks' come from share_labels
       st.labels = io::read_labels(*in.labels);
       if (!st.labels->variable.empty()) st.input.labels->variable = st.labels->variable;
       if (st.labels->rows != st.rows || st.labels->cols != st.cols)
@@ -121,6 +121,30 @@ void DecodePlan::open_scene(const SceneInput& in) {
                           in.scene.str() + " is " + std::to_string(st.rows) + " x " + std::to_string(st.cols));
     }
     scenes.push_back(std::move(st));
+  }
+}
+
+void DecodePlan::share_labels(const dist::Comm& comm) {
+  for (auto& st : scenes) {
+    if (!st.input.labels) continue;
+    if (rank != 0) st.labels.emplace();
+    io::LabelImage& l = *st.labels;
+    // rows, cols, has nodata, nodata, has declared classes, declared classes
+    std::uint64_t head[6] = {l.rows, l.cols, l.nodata.has_value(), static_cast<std::uint64_t>(static_cast<std::int64_t>(l.nodata.value_or(0))),
+                             l.declared_classes.has_value(), l.declared_classes.value_or(0)};
+    comm.bcast(head, 6);
+    l.rows = head[0];
+    l.cols = head[1];
+    l.nodata = head[2] ? std::optional<std::int32_t>(static_cast<std::int32_t>(static_cast<std::int64_t>(head[3]))) : std::nullopt;
+    l.declared_classes = head[4] ? std::optional<std::uint64_t>(head[5]) : std::nullopt;
+    l.variable = comm.bcast_string(l.variable);
+    l.source = comm.bcast_string(l.source);
+    if (rank != 0) {
+      l.labels.resize(l.rows * l.cols);
+      if (!l.variable.empty()) st.input.labels->variable = l.variable;
+    }
+    for (std::size_t i = 0; i < l.labels.size(); i += std::size_t{1} << 30)  // MPI counts are int
+      comm.bcast(l.labels.data() + i, static_cast<int>(std::min(l.labels.size() - i, std::size_t{1} << 30)));
   }
 }
 

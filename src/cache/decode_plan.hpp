@@ -50,9 +50,12 @@ class DecodePlan {
  public:
   DecodePlan(const DecodeOptions& options, int ranks, int this_rank) : opts(options), R(ranks), rank(this_rank) {}
 
-  /// Rank-local. Checks the options (ConfigError), opens every scene and label raster, and decides the
-  /// kept bands; nothing is written.
+  /// Rank-local. Checks the options (ConfigError), opens every scene, reads every label raster on rank 0
+  /// only (the others get them from share_labels), and decides the kept bands; nothing is written.
   void open();
+  /// COLLECTIVE, after open() succeeded on every rank. Broadcasts rank 0's label rasters (values, nodata,
+  /// declared classes, the variable read): a campaign's label files are read once, not once per rank.
+  void share_labels(const dist::Comm& comm);
   /// COLLECTIVE. Marks the valid pixels of the scenes without labels (each rank decodes its aligned_rows,
   /// the masks are all-gathered); `t.read` books the decoding.
   void validity_pass(const dist::Comm& comm, Timers& t);
