@@ -43,11 +43,12 @@ make_cache() {  # NAME ROWS BANDS DECODE-OPTIONS...
        "$(du -b "$T/$name"/samples* | awk '{ s += $1 } END { printf "%.1f MB", s / 1e6 }') of samples; decode $*"
 }
 
-# mean samples/s over epochs FROM.. of a run's fold 0
+# mean samples/s over epochs FROM..TO (default: the last) of a run's fold 0
 rate() {
-  /usr/bin/python3 - "$1/fold-0/epochs.jsonl" "$2" << 'EOF'
+  /usr/bin/python3 - "$1/fold-0/epochs.jsonl" "$2" "${3:-0}" << 'EOF'
 import json, sys
-e = [json.loads(l) for l in open(sys.argv[1])][int(sys.argv[2]) - 1:]
+e = [json.loads(l) for l in open(sys.argv[1])]
+e = e[int(sys.argv[2]) - 1:int(sys.argv[3]) or len(e)]
 print(f"{sum(x['samples_per_s'] for x in e) / len(e):.1f}")
 EOF
 }
@@ -84,9 +85,9 @@ print('  streamed run: shard bytes per rank', io['shard_bytes_per_rank'], 'read 
     sync; echo 1 > /proc/sys/vm/drop_caches; train "$cache" "$model" "$T/run-stream" stream
     lm=$(load_s "$T/run-mem.log") ls=$(load_s "$T/run-stream.log")
     printf '  from disk:  in memory: shard read %.2f s, epoch 1 %9.1f samples/s, epochs 2.. %9.1f\n' \
-      "$lm" "$(rate "$T/run-mem" 1 | head -1)" "$(rate "$T/run-mem" 2)"
+      "$lm" "$(rate "$T/run-mem" 1 1)" "$(rate "$T/run-mem" 2)"
     printf '              streamed:  shard open %.2f s, epoch 1 %9.1f samples/s, epochs 2.. %9.1f\n' \
-      "$ls" "$(/usr/bin/python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['samples_per_s'])" "$T/run-stream/fold-0/epochs.jsonl")" \
+      "$ls" "$(rate "$T/run-stream" 1 1)" \
       "$(rate "$T/run-stream" 2)"
   else
     echo "  from disk: skipped (cannot write /proc/sys/vm/drop_caches: run as root to drop the page cache)"

@@ -138,21 +138,17 @@ void Shard::gather(const std::uint64_t* ids, std::size_t n, float* out) const {
                               std::to_string(s.range.begin) + ", " + std::to_string(s.range.end) + ")");
     }
   }
-  if (!s.streamed) {
-    if (s.layout == Layout::cube) s.gather_cube(ids, n, out);
-    else s.gather_stored(ids, n, out);
-    return;
-  }
   // Streamed: MADV_WILLNEED on the batch's pages lets the kernel read them from disk in parallel, but it is one
   // system call per sample, which from the page cache costs more than the copies (the loader ran at 0.27x
   // of a held shard). Each producer thread asks for it only while its gathers take major page faults (pages
   // read from disk), and drops it after 16 batches in a row without one.
   thread_local struct { bool advise = true; int quiet = 0; } gate;
-  const long before = major_faults();
-  s.prefetch(ids, n, gate.advise);
+  const long faults = s.streamed ? major_faults() : 0;
+  if (s.streamed) s.prefetch(ids, n, gate.advise);
   if (s.layout == Layout::cube) s.gather_cube(ids, n, out);
   else s.gather_stored(ids, n, out);
-  if (major_faults() > before) gate = {true, 0};
+  if (!s.streamed) return;
+  if (major_faults() > faults) gate = {true, 0};
   else if (++gate.quiet >= 16) gate.advise = false;
 }
 

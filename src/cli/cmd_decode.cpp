@@ -80,13 +80,6 @@ std::vector<cache::SceneInput> command_line_scenes(const po::variables_map& vm, 
   return out;
 }
 
-/// The scenes of --scene-list FILE (or INI scene_list), cli/scene_list.hpp; each scene's errors name its line.
-std::vector<cache::SceneInput> scene_list(const std::string& path, const std::string& axes, const std::string& image_size) {
-  std::vector<cache::SceneInput> out;
-  for (auto& l : read_scene_list(path, axes, image_size)) out.push_back({std::move(l.name), std::move(l.scene), std::move(l.labels), std::move(l.origin)});
-  return out;
-}
-
 /// The scenes of the config file's [scene.NAME] sections (paths relative to the working directory, else to the file).
 std::vector<cache::SceneInput> config_scenes(const Parsed& p, const std::string& axes, const std::string& image_size) {
   const auto& vm = p.vm;
@@ -140,15 +133,11 @@ std::vector<cache::SceneInput> config_scenes(const Parsed& p, const std::string&
 
 /// The scenes from exactly one of: --scene (command line), --scene-list / scene_list, [scene.NAME] sections.
 std::vector<cache::SceneInput> choose_scenes(const Parsed& p, const std::string& axes, const std::string& image_size) {
-  const bool has_list = p.vm.count("scene-list") > 0;
-  if (has_list && (p.vm.count("scene") || !p.sections.empty()))
-    throw ConfigError("decode: --scene-list " + p.vm["scene-list"].as<std::string>() + " and " +
-                      (p.vm.count("scene") ? std::string("--scene") : "[scene.NAME] sections of " + p.config_path) +
-                      " both give scenes: give them one way");
-  if (has_list) {
-    for (const char* opt : {"labels", "name"})
-      if (p.vm.count(opt)) throw ConfigError(std::string("decode: --") + opt + " pairs with --scene; a scene list gives labels and names on each line");
-    return scene_list(scene_list_path(p), axes, image_size);
+  if (p.vm.count("scene-list")) {  // cli/scene_list.hpp; each scene's errors name its line
+    std::vector<cache::SceneInput> out;
+    for (auto& l : listed_scenes(p, "decode", {"labels", "name"}, axes, image_size))
+      out.push_back({std::move(l.name), std::move(l.scene), std::move(l.labels), std::move(l.origin)});
+    return out;
   }
   return p.vm.count("scene") ? command_line_scenes(p.vm, axes, image_size) : config_scenes(p, axes, image_size);
 }

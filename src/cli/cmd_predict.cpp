@@ -27,12 +27,8 @@ std::vector<train::PredictScene> scenes_of(const Parsed& p) {
   const auto list = [&](const char* k) { return vm.count(k) ? vm[k].as<std::vector<std::string>>() : std::vector<std::string>{}; };
   const auto stem = [](const io::SceneSpec& s) { return std::filesystem::path(s.path).stem().string(); };
   if (vm.count("scene-list")) {
-    if (vm.count("scene") || !p.sections.empty())
-      throw ConfigError("predict: --scene-list " + vm["scene-list"].as<std::string>() + " and " +
-                        (vm.count("scene") ? std::string("--scene") : "[scene.NAME] sections of " + p.config_path) + " both give scenes: give them one way");
-    for (const char* opt : {"labels", "name", "only"})
-      if (vm.count(opt)) throw ConfigError(std::string("predict: --") + opt + " does not go with --scene-list (its lines give labels and names)");
-    for (auto& l : read_scene_list(scene_list_path(p))) out.push_back({std::move(l.scene), std::move(l.name), std::move(l.labels), std::move(l.origin)});
+    for (auto& l : listed_scenes(p, "predict", {"labels", "name", "only"}))
+      out.push_back({std::move(l.scene), std::move(l.name), std::move(l.labels), std::move(l.origin)});
     return out;
   }
   if (vm.count("scene")) {

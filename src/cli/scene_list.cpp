@@ -63,11 +63,18 @@ std::vector<ListedScene> read_scene_list(const std::string& path, const std::str
   return out;
 }
 
-std::string scene_list_path(const Parsed& p) {
+std::vector<ListedScene> listed_scenes(const Parsed& p, const std::string& command, const std::vector<std::string>& not_with,
+                                       const std::string& axes, const std::string& image_size) {
   std::string list = p.vm["scene-list"].as<std::string>();
+  if (p.vm.count("scene") || !p.sections.empty())
+    throw ConfigError(command + ": --scene-list " + list + " and " +
+                      (p.vm.count("scene") ? std::string("--scene") : "[scene.NAME] sections of " + p.config_path) +
+                      " both give scenes: give them one way");
+  for (const auto& opt : not_with)
+    if (p.vm.count(opt)) throw ConfigError(command + ": --" + opt + " does not go with --scene-list: the list's lines give the scenes, their labels and names");
   if (!p.config_path.empty() && std::filesystem::path(list).is_relative() && !std::filesystem::exists(list))
     list = (std::filesystem::path(p.config_path).parent_path() / list).string();
-  return list;
+  return read_scene_list(list, axes, image_size);
 }
 
 }  // namespace hsipipe::cli

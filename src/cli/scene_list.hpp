@@ -29,8 +29,10 @@ std::string relative_to(const std::string& value, const std::string& base);
 /// ConfigError naming the file and line for a malformed line, a repeated name or labels on some lines only.
 std::vector<ListedScene> read_scene_list(const std::string& path, const std::string& axes = "", const std::string& image_size = "");
 
-/// --scene-list's value: relative to the INI file when it came from `scene_list =` there and is not found
-/// relative to the working directory.
-std::string scene_list_path(const Parsed& p);
+/// The scenes of `command`'s --scene-list (or INI `scene_list =`, relative to the INI file when not found
+/// relative to the working directory). ConfigError when --scene or [scene.NAME] sections give scenes too, or
+/// when an option of `not_with` (those that select or qualify other scenes: --labels, --name, ...) is given.
+std::vector<ListedScene> listed_scenes(const Parsed& p, const std::string& command, const std::vector<std::string>& not_with,
+                                       const std::string& axes = "", const std::string& image_size = "");
 
 }  // namespace hsipipe::cli

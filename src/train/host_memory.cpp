@@ -72,4 +72,12 @@ std::string host_memory_text(const HostMemory& m) {
   return s;
 }
 
+std::string shard_limit_warning(const HostMemory& m) {
+  const std::uint64_t left = m.req.budget - m.floor();  // plan_host_memory refused a floor above the budget
+  if (m.req.shard_limit_mb < 0 || m.shard_limit <= left) return "";
+  return "warning: --shard-memory-mb holds shards up to " + format_bytes(m.shard_limit) + " in memory, more than the " +
+         format_bytes(left) + " a rank has left for one (host memory less ring, window and model): a larger shard held " +
+         "may run the node out of memory; leave --shard-memory-mb at auto to stream it";
+}
+
 }  // namespace hsipipe::train

@@ -47,5 +47,8 @@ std::int64_t parse_memory_mb(const std::string& value, const std::string& option
 
 nlohmann::json to_json(const HostMemory& m);
 std::string host_memory_text(const HostMemory& m);  ///< one line: budget, ring, window, model, shard limit
+/// A warning when --shard-memory-mb holds shards larger than the budget leaves after the ring, window and model
+/// (a shard that size, held, may run the node out of memory); empty otherwise (auto never exceeds it).
+std::string shard_limit_warning(const HostMemory& m);
 
 }  // namespace hsipipe::train

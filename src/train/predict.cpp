@@ -509,13 +509,17 @@ int predict(const PredictOptions& o, const dist::Comm& world, std::ostream& log)
   if (world.rank() == 0 && !o.quiet && !m.device.is_cuda()) log << reference_blas_note();
   // Every scene is checked before any is mapped (a bad one on line 250 of a list fails now, not hours on), but
   // only the one being mapped is held open: a list of hundreds of scenes keeps a few files open, and one
-  // label raster in memory.
+  // label raster in memory. The first stays open from its check to its map (one scene: opened once).
+  SceneInput first;
   collective_step(world, "checking the scenes", [&] {
-    for (const auto& ps : o.scenes) (void)open_listed(ps, r, m.pre);
+    for (std::size_t i = 0; i < o.scenes.size(); ++i) {
+      SceneInput in = open_listed(o.scenes[i], r, m.pre);
+      if (i == 0) first = std::move(in);
+    }
   });
   for (std::size_t i = 0; i < o.scenes.size(); ++i) {
-    SceneInput in;
-    collective_step(world, "opening scene " + o.scenes[i].name, [&] { in = open_listed(o.scenes[i], r, m.pre); });
+    SceneInput in = i == 0 ? std::move(first) : SceneInput{};
+    if (i > 0) collective_step(world, "opening scene " + o.scenes[i].name, [&] { in = open_listed(o.scenes[i], r, m.pre); });
     if (world.rank() == 0 && !o.quiet && o.scenes.size() > 1) log << "scene " << i + 1 << "/" << o.scenes.size() << ": " << in.name << "\n" << std::flush;
     const json rec = predict_scene(world, m, in, r, o);
     if (world.rank() != 0 || o.quiet) continue;

@@ -390,11 +390,7 @@ double load_shard(Job& job) {
   collective_step(job.world, "planning host memory", [&] { job.host = plan_host_memory(host_request(job)); });
   if (job.root) {  // before the load: a job the kernel ends while loading has said what it planned
     job.log << host_memory_text(job.host) << " (rank 0)\n";
-    const std::uint64_t left = job.host.req.budget - job.host.floor();
-    if (job.host.req.shard_limit_mb >= 0 && job.host.shard_limit > left)
-      job.log << "warning: --shard-memory-mb holds shards up to " << format_bytes(job.host.shard_limit) << " in memory, more than the "
-              << format_bytes(left) << " a rank has left for one (host memory less ring, window and model): a larger shard "
-              << "held may run the node out of memory; leave --shard-memory-mb at auto to stream it\n";
+    if (const std::string w = shard_limit_warning(job.host); !w.empty()) job.log << w << "\n";
     job.log << std::flush;
   }
   const double t0 = now_s();
